@@ -1,0 +1,46 @@
+// Read-only memory map of a whole file. Move-only; unmaps on destruction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "base/status.h"
+
+namespace g4 {
+
+class MappedFile {
+ public:
+  static Result<MappedFile> Open(const std::string& path);
+
+  MappedFile() = default;
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+  // The file's inode and modification time at open, to detect a file replaced while mapped.
+  uint64_t inode() const { return inode_; }
+  int64_t mtime_ns() const { return mtime_ns_; }
+  // Hint that the mapped range will be read at random (the PLE table): no read-ahead.
+  void AdviseRandom() const;
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  std::string path_;
+  uint64_t inode_ = 0;
+  int64_t mtime_ns_ = 0;
+};
+
+// Reads a whole (small) file into a string.
+Result<std::string> ReadFileToString(const std::string& path);
+// Writes via a temporary file and rename, so a failure never leaves a partial file behind.
+Status WriteFileAtomic(const std::string& path, const std::string& contents);
+bool FileExists(const std::string& path);
+
+}  // namespace g4

@@ -1,0 +1,49 @@
+// A persistent pool of worker threads. The caller takes part in every ParallelFor, so a pool
+// of size N uses N-1 workers plus the calling thread. Workers spin briefly between jobs (decode
+// issues many small jobs back to back) and then sleep.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace g4 {
+
+class ThreadPool {
+ public:
+  // n_threads <= 0 means one per hardware thread.
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(task, thread_index) for every task in [0, n_tasks) and returns when all are done.
+  // thread_index is in [0, size()) and is stable within one call (for per-thread scratch).
+  // Not reentrant: fn must not call ParallelFor on the same pool.
+  void ParallelFor(int64_t n_tasks, const std::function<void(int64_t, int)>& fn);
+
+  static int HardwareThreads();
+
+ private:
+  void WorkerLoop(int thread_index);
+  void RunTasks(int thread_index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::mutex call_mutex_;  // one ParallelFor at a time
+  const std::function<void(int64_t, int)>* job_ = nullptr;
+  int64_t n_tasks_ = 0;
+  std::atomic<int64_t> next_task_{0};
+  std::atomic<int> busy_{0};
+  std::atomic<uint64_t> generation_{0};
+  bool stop_ = false;
+};
+
+}  // namespace g4

@@ -1,0 +1,61 @@
+// The model as data: one LayerPlan row per layer, derived once from the config and read by
+// every other part of the engine (weights, KV cache, forward, tensor parallel). Shared code
+// reads these fields; it never asks which model is loaded.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/model_config.h"
+
+namespace g4 {
+
+enum class AttentionKind { kSliding, kFull };
+
+struct LayerPlan {
+  int index = 0;
+  AttentionKind kind = AttentionKind::kSliding;
+  int head_dim = 0;
+  int n_heads_q = 0;
+  int n_heads_kv = 0;
+  int window = 0;      // sliding: key j visible from query pos iff 0 <= pos - j < window; 0 = full
+  int kv_source = 0;   // layer whose K/V this layer reads; == index for KV-owner layers
+  int kv_slot = -1;    // index of this layer's cache among the owners; -1 for shared layers
+  bool k_eq_v = false; // no v_proj: V comes from the raw k_proj output (spec §5)
+  double rope_theta = 10000.0;
+  int rope_pairs = 0;  // pairs (j, j + head_dim/2) for j < rope_pairs rotate; the rest pass through
+  int mlp_width = 0;
+  int ple_offset = -1; // first column of this layer's slice of the per-layer inputs; -1 = no PLE
+
+  bool owns_kv() const { return kv_source == index; }
+  bool is_sliding() const { return kind == AttentionKind::kSliding; }
+  int q_dim() const { return n_heads_q * head_dim; }
+  int kv_dim() const { return n_heads_kv * head_dim; }
+};
+
+struct ModelPlan {
+  ModelConfig config;
+  std::vector<LayerPlan> layers;
+  int hidden = 0;
+  int vocab = 0;
+  int ple_dim = 0;  // hidden_size_per_layer_input (P); 0 = no per-layer embeddings
+  int first_kv_shared = 0;
+  double softcap = 0.0;
+  double rms_norm_eps = 1e-6;
+  std::vector<int> kv_owners;  // layer indices that own a cache, in order of kv_slot
+
+  int n_layers() const { return static_cast<int>(layers.size()); }
+  int max_q_dim() const;
+  int max_kv_dim() const;
+  int max_head_dim() const;
+  int max_mlp_width() const;
+  // Bytes of K+V cache per token of context for one layer's cache at the given element size.
+  int64_t kv_bytes_per_token(int owner_layer, int element_bytes) const;
+};
+
+// Human-readable plan table (g4 inspect).
+std::string FormatPlan(const ModelPlan& plan);
+
+}  // namespace g4
