@@ -324,7 +324,7 @@ Result<ModelPlan> BuildGemma4Plan(const ModelConfig& cfg) {
       return Status::Errorf(where, ": sliding_window must be positive (layer ", i, " is sliding)");
 
     const RopeParameters& rope = plan.config.rope_parameters.at(cfg.layer_types[i]);
-    lp.rope_theta = rope.rope_theta / 1.0;
+    lp.rope_theta = rope.rope_theta;
     if (rope.rope_type == "proportional") {
       // HF _compute_proportional_rope_parameters: int(prf * d // 2) pairs, exponent over d.
       lp.rope_pairs = static_cast<int>(std::floor(rope.partial_rotary_factor * lp.head_dim / 2.0));

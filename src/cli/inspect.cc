@@ -1,0 +1,82 @@
+// g4 inspect: the layer plan, parameter counts and the memory a run needs.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli/cli_util.h"
+#include "cli/command.h"
+#include "model/arch/gemma4.h"
+#include "model/plan.h"
+#include "model/weights.h"
+
+namespace g4::cli {
+namespace {
+
+std::string Commas(int64_t v) {
+  std::string s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(i, ",");
+  return s;
+}
+
+std::string GiB(double bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+int RunInspect(int argc, char** argv) {
+  CLI::App app{"Print the layer plan, parameter counts, KV bytes per token and memory needs", "g4 inspect"};
+  std::string model_dir = DefaultModelPath();
+  int ctx = 4096;
+  app.add_option("--model", model_dir, "model directory (Hugging Face layout)");
+  app.add_option("--ctx", ctx, "context length to size the KV cache for");
+  CLI11_PARSE(app, argc, argv);
+
+  auto config = LoadModelConfig(model_dir);
+  if (!config.ok()) return Fail("inspect", config.status());
+  auto plan = BuildGemma4Plan(*config);
+  if (!plan.ok()) return Fail("inspect", plan.status());
+  const ModelConfig& c = plan->config;
+  std::printf("model: %s (model_type %s, text %s)\n", model_dir.c_str(), c.model_type.c_str(),
+              c.text_model_type.c_str());
+  std::printf("hidden %d, layers %d, vocab %d, heads %d, PLE width %d, sliding window %d, "
+              "KV-shared layers %d (from layer %d), softcap %g\n",
+              plan->hidden, plan->n_layers(), plan->vocab, c.num_attention_heads, plan->ple_dim,
+              c.sliding_window, c.num_kv_shared_layers, plan->first_kv_shared, plan->softcap);
+  std::printf("eos ids:");
+  for (int id : c.eos_token_ids) std::printf(" %d", id);
+  if (!c.suppress_tokens.empty()) {
+    std::printf("; suppressed:");
+    for (int id : c.suppress_tokens) std::printf(" %d", id);
+  }
+  std::printf("\n\n%s\n", FormatPlan(*plan).c_str());
+
+  ParameterCounts p = CountParameters(*plan);
+  std::printf("parameters (text decoder, as stored):\n");
+  std::printf("  total              %s\n", Commas(p.total).c_str());
+  std::printf("  embedding (=head)  %s\n", Commas(p.embedding).c_str());
+  std::printf("  PLE table          %s\n", Commas(p.ple_table).c_str());
+  std::printf("  effective          %s  (total minus the PLE table)\n", Commas(p.effective).c_str());
+  std::printf("  read per token     %s  (%s in bf16)\n", Commas(p.per_token_read).c_str(),
+              GiB(p.per_token_read * 2.0).c_str());
+
+  int64_t kv_full = 0, kv_sliding = 0;
+  for (int layer : plan->kv_owners) {
+    const LayerPlan& lp = plan->layers[layer];
+    (lp.is_sliding() ? kv_sliding : kv_full) += plan->kv_bytes_per_token(layer, 4);
+  }
+  const int window = c.sliding_window;
+  const double kv_bytes = static_cast<double>(kv_full) * ctx +
+                          static_cast<double>(kv_sliding) * std::min(ctx, window + 63);
+  std::printf("\nKV cache (fp32, %zu owner layers of %d): full layers %s B/token, sliding layers "
+              "%s B/token (ring of window + chunk)\n",
+              plan->kv_owners.size(), plan->n_layers(), Commas(kv_full).c_str(), Commas(kv_sliding).c_str());
+  std::printf("memory for --ctx %d: weights resident %s (bf16) + PLE table mapped %s + KV %s\n", ctx,
+              GiB((p.effective) * 2.0).c_str(), GiB(p.ple_table * 2.0).c_str(), GiB(kv_bytes).c_str());
+  return 0;
+}
+
+}  // namespace
+
+G4_COMMAND("inspect", "print the layer plan, parameter counts and memory needs", RunInspect);
+
+}  // namespace g4::cli

@@ -1,0 +1,49 @@
+// g4 logits: teacher-forced logits (after softcap) for every position, as float32 .npy [n, vocab].
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli/cli_util.h"
+#include "cli/command.h"
+#include "io/npy.h"
+#include "model/forward.h"
+#include "runtime/generate.h"
+#include "runtime/sampler.h"
+
+namespace g4::cli {
+namespace {
+
+int RunLogits(int argc, char** argv) {
+  CLI::App app{"Teacher-forced logits after softcap, float32 [n, vocab] in NumPy .npy format", "g4 logits"};
+  std::string model_dir = DefaultModelPath(), ids_text, out;
+  int threads = 0, chunk = 64;
+  app.add_option("--model", model_dir, "model directory (Hugging Face layout)");
+  app.add_option("--ids", ids_text, "comma-separated token ids")->required();
+  app.add_option("--out", out, "output .npy file")->required();
+  app.add_option("--threads", threads, "threads (0 = all cores)");
+  app.add_option("--chunk", chunk, "prefill chunk size");
+  CLI11_PARSE(app, argc, argv);
+
+  auto ids = ParseIdList(ids_text);
+  if (!ids.ok()) return Fail("logits", ids.status());
+  if (ids->empty()) return Fail("logits", Status::Error("--ids is empty"));
+  ModelOptions options;
+  options.threads = threads;
+  auto model = Model::Load(model_dir, options);
+  if (!model.ok()) return Fail("logits", model.status());
+  const ModelPlan& plan = (*model)->plan();
+  KvCache cache(plan, static_cast<int>(ids->size()), std::max(1, chunk));
+  Activations act;
+  auto logits = Prefill(**model, cache, *ids, chunk, /*all_rows=*/true, act);
+  if (!logits.ok()) return Fail("logits", logits.status());
+  ApplySoftcapInPlace(logits->data(), static_cast<int>(logits->size()), static_cast<float>(plan.softcap));
+  Status st = WriteNpyF32(out, {static_cast<int64_t>(ids->size()), plan.vocab}, logits->data());
+  if (!st.ok()) return Fail("logits", st);
+  std::fprintf(stderr, "g4 logits: wrote [%zu, %d] to %s\n", ids->size(), plan.vocab, out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+G4_COMMAND("logits", "teacher-forced logits for a token sequence, written as .npy", RunLogits);
+
+}  // namespace g4::cli

@@ -1,0 +1,34 @@
+// Whole-tensor operations used by the forward pass. Activations are fp32, row-major [n, dim].
+// Each op is one pass; threading happens here (over output rows or (row, head) pairs), never in
+// the model code.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "kernels/weight_matrix.h"
+
+namespace g4 {
+
+// y[n, w.rows] = x[n, w.cols] * W^T.
+void MatMul(const WeightMatrix& w, const float* x, int n, float* y, ThreadPool& pool);
+
+// Row `row` of W widened to fp32 (embedding lookup from the tied matrix).
+void DequantizeRow(const WeightMatrix& w, int row, float* out);
+
+// out = x / sqrt(mean(x^2) + eps) * weight (weight may be null: the weightless v-norm).
+void RmsNorm(const float* x, const float* weight, int dim, float eps, float* out);
+
+// gelu_pytorch_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+float GeluTanh(float x);
+
+// Rotates pairs (j, j + head_dim/2) for j < n_pairs by pos * inv_freq[j]; cos/sin precomputed
+// by the caller (RopeTable) for this position.
+void ApplyRope(float* head, int head_dim, int n_pairs, const float* cos, const float* sin);
+
+// softcap * tanh(x / softcap) in place.
+void Softcap(float* x, int64_t n, float softcap);
+
+int64_t ArgMax(const float* x, int64_t n);
+
+}  // namespace g4

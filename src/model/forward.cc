@@ -1,0 +1,290 @@
+// Forward pass, top to bottom. Each step names the spec section it implements
+// (shared/docs/gemma4-architecture.md).
+#include "model/forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "base/half.h"
+#include "kernels/cpu_kernels.h"
+#include "kernels/ops.h"
+#include "model/arch/gemma4.h"
+
+namespace g4 {
+
+void Activations::Reserve(const ModelPlan& plan, int rows, int n_rope_configs, int max_pairs) {
+  if (rows <= capacity_rows && !x.empty()) return;
+  rows = std::max(rows, capacity_rows);
+  const size_t n = static_cast<size_t>(rows), H = plan.hidden;
+  const size_t LP = static_cast<size_t>(plan.n_layers()) * plan.ple_dim;
+  x.resize(n * H);
+  normed.resize(n * H);
+  proj.resize(n * H);
+  q.resize(n * plan.max_q_dim());
+  attn.resize(n * plan.max_q_dim());
+  k.resize(n * plan.max_kv_dim());
+  v.resize(n * plan.max_kv_dim());
+  gate.resize(n * plan.max_mlp_width());
+  up.resize(n * plan.max_mlp_width());
+  ple_inputs.resize(n * LP);
+  ple_gate.resize(n * LP);  // also holds the context projection while computing PLE inputs
+  ple_out.resize(n * H);
+  rope_cos.resize(n * n_rope_configs * max_pairs);
+  rope_sin.resize(n * n_rope_configs * max_pairs);
+  logits_in.resize(n * H);
+  capacity_rows = rows;
+}
+
+Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOptions& options) {
+  G4_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  G4_ASSIGN_OR_RETURN(ModelPlan plan, BuildGemma4Plan(config));
+  auto model = std::unique_ptr<Model>(new Model());
+  model->dir_ = dir;
+  model->plan_ = std::move(plan);
+  G4_ASSIGN_OR_RETURN(model->weights_, LoadWeights(model->plan_, dir, options.load));
+  model->pool_ = std::make_unique<ThreadPool>(options.threads);
+  // One cos/sin table per distinct (head_dim, rotated pairs, theta): sliding and full.
+  for (const LayerPlan& lp : model->plan_.layers) {
+    int found = -1;
+    for (size_t c = 0; c < model->rope_configs_.size(); ++c) {
+      const RopeConfig& rc = model->rope_configs_[c];
+      if (rc.head_dim == lp.head_dim && rc.pairs == lp.rope_pairs && rc.theta == lp.rope_theta)
+        found = static_cast<int>(c);
+    }
+    if (found < 0) {
+      RopeConfig rc{lp.head_dim, lp.rope_pairs, lp.rope_theta, {}};
+      // inv_freq[j] = theta^(-2j/head_dim): the exponent's denominator is the full head dim,
+      // also for proportional RoPE, where only the first `pairs` frequencies are non-zero.
+      for (int j = 0; j < lp.rope_pairs; ++j)
+        rc.inv_freq.push_back(std::pow(lp.rope_theta, -2.0 * j / lp.head_dim));
+      model->rope_configs_.push_back(std::move(rc));
+      found = static_cast<int>(model->rope_configs_.size()) - 1;
+    }
+    model->layer_rope_config_.push_back(found);
+    model->max_rope_pairs_ = std::max(model->max_rope_pairs_, lp.rope_pairs);
+  }
+  return model;
+}
+
+// §3.2: per-layer inputs p_i for every row, [n, L*P].
+void Model::ComputePle(const std::vector<BatchRow>& rows, Activations& act) {
+  const ModelWeights& w = *weights_;
+  const int n = static_cast<int>(rows.size()), H = plan_.hidden, P = plan_.ple_dim;
+  const int LP = plan_.n_layers() * P;
+  const size_t esize = DTypeSize(w.ple_dtype);
+  // Token part: a row of the mapped table, times bf16(sqrt(P)).
+  for (int r = 0; r < n; ++r) {
+    const uint8_t* row = w.ple_table + static_cast<size_t>(rows[r].token) * LP * esize;
+    float* dst = act.ple_inputs.data() + static_cast<size_t>(r) * LP;
+    for (int c = 0; c < LP; ++c) {
+      float v;
+      if (w.ple_dtype == DType::kBF16) {
+        uint16_t h;
+        std::memcpy(&h, row + c * 2, 2);
+        v = Bf16ToF32(h);
+      } else if (w.ple_dtype == DType::kF16) {
+        uint16_t h;
+        std::memcpy(&h, row + c * 2, 2);
+        v = F16ToF32(h);
+      } else {
+        std::memcpy(&v, row + c * 4, 4);
+      }
+      dst[c] = v * w.ple_scale;
+    }
+  }
+  // Context part: projection of the scaled embedding, * H^-0.5, RMSNorm per layer slice.
+  float* ctx = act.ple_gate.data();
+  MatMul(w.ple_model_projection, act.x.data(), n, ctx, *pool_);
+  const float proj_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
+  const float combine = static_cast<float>(1.0 / std::sqrt(2.0));
+  for (int r = 0; r < n; ++r) {
+    float* c = ctx + static_cast<size_t>(r) * LP;
+    float* p = act.ple_inputs.data() + static_cast<size_t>(r) * LP;
+    for (int i = 0; i < LP; ++i) c[i] *= proj_scale;
+    for (int l = 0; l < plan_.n_layers(); ++l)
+      RmsNorm(c + l * P, w.ple_projection_norm.data(), P, static_cast<float>(plan_.rms_norm_eps), c + l * P);
+    for (int i = 0; i < LP; ++i) p[i] = (c[i] + p[i]) * combine;
+  }
+}
+
+// §3.3 step 4-5: softmax(q k^T) v over the visible positions of the source layer's cache.
+void Model::Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Activations& act) {
+  const CpuKernels& k = ActiveKernels();
+  const int n = static_cast<int>(rows.size()), hd = lp.head_dim, nq = lp.n_heads_q;
+  const int group = lp.n_heads_q / lp.n_heads_kv, qdim = lp.q_dim();
+  const int slot = plan_.layers[lp.kv_source].kv_slot;
+  pool_->ParallelFor(static_cast<int64_t>(n) * nq, [&](int64_t task, int) {
+    const int r = static_cast<int>(task / nq), h = static_cast<int>(task % nq), g = h / group;
+    const float* q = act.q.data() + static_cast<size_t>(r) * qdim + h * hd;
+    float* out = act.attn.data() + static_cast<size_t>(r) * qdim + h * hd;
+    const KvCache& cache = *rows[r].cache;
+    const int64_t pos = rows[r].pos;
+    // Sliding: visible iff 0 <= pos - j < window (the window includes the current token).
+    const int64_t lo = lp.window > 0 ? std::max<int64_t>(0, pos - lp.window + 1) : 0;
+    thread_local std::vector<float> scores;
+    scores.resize(static_cast<size_t>(pos - lo + 1));
+    float max_score = -INFINITY;
+    for (int64_t j = lo; j <= pos; ++j) {
+      // Attention scale is 1.0: the q/k norms carry the scaling (spec §9.6).
+      float s = k.dot_f32(q, cache.K(slot, j) + g * hd, hd);
+      scores[j - lo] = s;
+      max_score = std::max(max_score, s);
+    }
+    double sum = 0;
+    for (auto& s : scores) {
+      s = std::exp(s - max_score);
+      sum += s;
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    std::fill(out, out + hd, 0.0f);
+    for (int64_t j = lo; j <= pos; ++j) k.axpy_f32(scores[j - lo] * inv, cache.V(slot, j) + g * hd, out, hd);
+  });
+}
+
+Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float* logits) {
+  const int n = static_cast<int>(rows.size());
+  if (n == 0) return OkStatus();
+  // Validate before touching any cache: rows of one cache are consecutive from its n_past.
+  std::map<KvCache*, std::pair<int64_t, int>> next;  // cache -> (next position, rows so far)
+  for (int r = 0; r < n; ++r) {
+    const BatchRow& row = rows[r];
+    if (!row.cache) return Status::Errorf("Forward: row ", r, " has no KV cache");
+    if (row.token < 0 || row.token >= plan_.vocab)
+      return Status::Errorf("token id ", row.token, " is outside the vocabulary [0, ", plan_.vocab, ")");
+    auto [it, fresh] = next.try_emplace(row.cache, row.cache->n_past(), 0);
+    if (row.pos != it->second.first)
+      return Status::Errorf("Forward: row ", r, " is at position ", row.pos, " but its cache expects ",
+                            it->second.first);
+    if (row.pos >= row.cache->max_context())
+      return Status::Errorf("position ", row.pos, " is past the context size ", row.cache->max_context());
+    if (++it->second.second > row.cache->max_chunk())
+      return Status::Errorf("Forward: more than ", row.cache->max_chunk(), " rows for one sequence in one call");
+    it->second.first++;
+  }
+
+  const ModelWeights& w = *weights_;
+  const int H = plan_.hidden, P = plan_.ple_dim;
+  const int LP = plan_.n_layers() * P;
+  const float eps = static_cast<float>(plan_.rms_norm_eps);
+  const int n_rope = static_cast<int>(rope_configs_.size());
+  act.Reserve(plan_, n, n_rope, max_rope_pairs_);
+  float* x = act.x.data();
+
+  // §3.1 Token embedding, scaled by sqrt(H) rounded to the weight dtype.
+  for (int r = 0; r < n; ++r) {
+    float* xr = x + static_cast<size_t>(r) * H;
+    DequantizeRow(w.embed, rows[r].token, xr);
+    for (int i = 0; i < H; ++i) xr[i] *= w.embed_scale;
+  }
+  // §3.2 Per-layer embeddings.
+  if (P > 0) ComputePle(rows, act);
+  // RoPE angles per row, once per distinct table.
+  for (int c = 0; c < n_rope; ++c)
+    for (int r = 0; r < n; ++r) {
+      const size_t base = (static_cast<size_t>(c) * n + r) * max_rope_pairs_;
+      for (int j = 0; j < rope_configs_[c].pairs; ++j) {
+        const double angle = static_cast<double>(rows[r].pos) * rope_configs_[c].inv_freq[j];
+        act.rope_cos[base + j] = static_cast<float>(std::cos(angle));
+        act.rope_sin[base + j] = static_cast<float>(std::sin(angle));
+      }
+    }
+
+  // §3.3 Decoder layers.
+  for (const LayerPlan& lp : plan_.layers) {
+    const LayerWeights& lw = w.layers[lp.index];
+    const int hd = lp.head_dim, qdim = lp.q_dim(), kvdim = lp.kv_dim();
+    const int rc = layer_rope_config_[lp.index];
+    auto cos_of = [&](int r) { return act.rope_cos.data() + (static_cast<size_t>(rc) * n + r) * max_rope_pairs_; };
+    auto sin_of = [&](int r) { return act.rope_sin.data() + (static_cast<size_t>(rc) * n + r) * max_rope_pairs_; };
+
+    // 1-2. Pre-attention norm; queries with q_norm and RoPE.
+    for (int r = 0; r < n; ++r)
+      RmsNorm(x + static_cast<size_t>(r) * H, lw.input_norm.data(), H, eps, act.normed.data() + static_cast<size_t>(r) * H);
+    MatMul(lw.q_proj, act.normed.data(), n, act.q.data(), *pool_);
+    for (int r = 0; r < n; ++r)
+      for (int h = 0; h < lp.n_heads_q; ++h) {
+        float* qh = act.q.data() + static_cast<size_t>(r) * qdim + h * hd;
+        RmsNorm(qh, lw.q_norm.data(), hd, eps, qh);
+        ApplyRope(qh, hd, lp.rope_pairs, cos_of(r), sin_of(r));
+      }
+    // 3. KV owners compute K and V and write them into each row's cache.
+    if (lp.owns_kv()) {
+      MatMul(lw.k_proj, act.normed.data(), n, act.k.data(), *pool_);
+      if (lp.k_eq_v) {
+        // §5: V is the raw k_proj output, taken before k_norm and RoPE.
+        std::memcpy(act.v.data(), act.k.data(), sizeof(float) * static_cast<size_t>(n) * kvdim);
+      } else {
+        MatMul(lw.v_proj, act.normed.data(), n, act.v.data(), *pool_);
+      }
+      for (int r = 0; r < n; ++r) {
+        float* kc = rows[r].cache->K(lp.kv_slot, rows[r].pos);
+        float* vc = rows[r].cache->V(lp.kv_slot, rows[r].pos);
+        for (int g = 0; g < lp.n_heads_kv; ++g) {
+          const float* kr = act.k.data() + static_cast<size_t>(r) * kvdim + g * hd;
+          const float* vr = act.v.data() + static_cast<size_t>(r) * kvdim + g * hd;
+          RmsNorm(kr, lw.k_norm.data(), hd, eps, kc + g * hd);
+          ApplyRope(kc + g * hd, hd, lp.rope_pairs, cos_of(r), sin_of(r));
+          RmsNorm(vr, nullptr, hd, eps, vc + g * hd);  // v_norm has no weight and no RoPE
+        }
+      }
+    }
+    // 4-7. Attention over the (source layer's) cache, output projection, residual.
+    Attention(lp, rows, act);
+    MatMul(lw.o_proj, act.attn.data(), n, act.proj.data(), *pool_);
+    for (int r = 0; r < n; ++r) {
+      float* pr = act.proj.data() + static_cast<size_t>(r) * H;
+      float* xr = x + static_cast<size_t>(r) * H;
+      RmsNorm(pr, lw.post_attention_norm.data(), H, eps, pr);
+      for (int i = 0; i < H; ++i) xr[i] += pr[i];
+    }
+    // 8-10. Feed-forward: down(gelu(gate) * up), post norm, residual.
+    for (int r = 0; r < n; ++r)
+      RmsNorm(x + static_cast<size_t>(r) * H, lw.pre_feedforward_norm.data(), H, eps,
+              act.normed.data() + static_cast<size_t>(r) * H);
+    MatMul(lw.gate_proj, act.normed.data(), n, act.gate.data(), *pool_);
+    MatMul(lw.up_proj, act.normed.data(), n, act.up.data(), *pool_);
+    const size_t mlp_elems = static_cast<size_t>(n) * lp.mlp_width;
+    for (size_t i = 0; i < mlp_elems; ++i) act.gate[i] = GeluTanh(act.gate[i]) * act.up[i];
+    MatMul(lw.down_proj, act.gate.data(), n, act.proj.data(), *pool_);
+    for (int r = 0; r < n; ++r) {
+      float* pr = act.proj.data() + static_cast<size_t>(r) * H;
+      float* xr = x + static_cast<size_t>(r) * H;
+      RmsNorm(pr, lw.post_feedforward_norm.data(), H, eps, pr);
+      for (int i = 0; i < H; ++i) xr[i] += pr[i];
+    }
+    // 11-12. Per-layer-input block (E2B/E4B): gate(x) -> gelu -> * p_i -> projection -> norm.
+    if (P > 0) {
+      MatMul(lw.ple_gate, x, n, act.ple_gate.data(), *pool_);
+      for (int r = 0; r < n; ++r) {
+        float* g = act.ple_gate.data() + static_cast<size_t>(r) * P;
+        const float* p = act.ple_inputs.data() + static_cast<size_t>(r) * LP + lp.ple_offset;
+        for (int j = 0; j < P; ++j) g[j] = GeluTanh(g[j]) * p[j];
+      }
+      MatMul(lw.ple_projection, act.ple_gate.data(), n, act.ple_out.data(), *pool_);
+      for (int r = 0; r < n; ++r) {
+        float* zr = act.ple_out.data() + static_cast<size_t>(r) * H;
+        float* xr = x + static_cast<size_t>(r) * H;
+        RmsNorm(zr, lw.ple_post_norm.data(), H, eps, zr);
+        for (int i = 0; i < H; ++i) xr[i] += zr[i];
+      }
+    }
+    // 13. layer_scalar scales the whole residual stream.
+    if (!skip_layer_scalar_)
+      for (size_t i = 0; i < static_cast<size_t>(n) * H; ++i) x[i] *= lw.layer_scalar;
+  }
+
+  // §3.4 Final norm and the tied LM head (raw logits; softcap is applied when sampling).
+  int m = 0;
+  for (int r = 0; r < n; ++r)
+    if (rows[r].want_logits)
+      RmsNorm(x + static_cast<size_t>(r) * H, w.final_norm.data(), H, eps,
+              act.logits_in.data() + static_cast<size_t>(m++) * H);
+  if (m > 0) MatMul(w.embed, act.logits_in.data(), m, logits, *pool_);
+
+  for (const auto& [cache, state] : next) cache->set_n_past(state.first);
+  return OkStatus();
+}
+
+}  // namespace g4

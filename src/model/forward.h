@@ -1,0 +1,79 @@
+// The fast forward pass over bf16/f32 weights with fp32 activations. One call runs a batch of
+// rows; each row is one token of one sequence at one position, with that sequence's KV cache.
+// A prefill chunk is many rows of one sequence; a batched decode step is one row from each of
+// many sequences; both go through the same code (matrix-matrix products over all rows).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "model/plan.h"
+#include "model/weights.h"
+#include "runtime/kv_cache.h"
+
+namespace g4 {
+
+struct BatchRow {
+  int token = 0;
+  int64_t pos = 0;
+  KvCache* cache = nullptr;
+  bool want_logits = false;
+};
+
+// Scratch activations, sized for the largest batch seen; reused so decode does not allocate.
+struct Activations {
+  int capacity_rows = 0;
+  std::vector<float> x, normed, q, k, v, attn, proj, gate, up, ple_inputs, ple_gate, ple_out;
+  std::vector<float> rope_cos, rope_sin;  // [n_rope_configs][rows][max_pairs]
+  std::vector<float> logits_in;
+  void Reserve(const ModelPlan& plan, int rows, int n_rope_configs, int max_pairs);
+};
+
+struct ModelOptions {
+  int threads = 0;  // 0 = one per hardware thread
+  LoadOptions load;
+};
+
+class Model {
+ public:
+  // Loads DIR (config.json, generation_config.json, safetensors).
+  static Result<std::unique_ptr<Model>> Load(const std::string& dir, const ModelOptions& options = {});
+
+  const ModelPlan& plan() const { return plan_; }
+  const ModelWeights& weights() const { return *weights_; }
+  ThreadPool& pool() { return *pool_; }
+  const std::string& dir() const { return dir_; }
+
+  // Runs the rows, writes their K/V into their caches and stores the raw (pre-softcap) logits
+  // of the rows with want_logits, in row order, into logits[n_wanted * vocab].
+  // Rows of one cache must be consecutive positions starting at that cache's n_past, at most
+  // cache->max_chunk() of them, below its max_context.
+  Status Forward(const std::vector<BatchRow>& rows, Activations& act, float* logits);
+
+  // For tests: disables the layer_scalar multiply (proves the tests notice its absence).
+  void set_skip_layer_scalar(bool skip) { skip_layer_scalar_ = skip; }
+
+ private:
+  struct RopeConfig {
+    int head_dim;
+    int pairs;
+    double theta;
+    std::vector<double> inv_freq;
+  };
+  void ComputePle(const std::vector<BatchRow>& rows, Activations& act);
+  void Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Activations& act);
+
+  std::string dir_;
+  ModelPlan plan_;
+  std::unique_ptr<ModelWeights> weights_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::vector<RopeConfig> rope_configs_;
+  std::vector<int> layer_rope_config_;
+  int max_rope_pairs_ = 0;
+  bool skip_layer_scalar_ = false;
+};
+
+}  // namespace g4

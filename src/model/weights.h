@@ -1,0 +1,68 @@
+// Weights bound to the layer plan. Tensors used on every token are copied into memory the engine
+// owns; only the PLE table (read one row per token) stays mapped from the checkpoint.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "io/safetensors.h"
+#include "kernels/weight_matrix.h"
+#include "model/plan.h"
+
+namespace g4 {
+
+struct LayerWeights {
+  std::vector<float> input_norm, post_attention_norm, pre_feedforward_norm, post_feedforward_norm;
+  std::vector<float> q_norm, k_norm;  // k_norm only on KV-owner layers
+  WeightMatrix q_proj, k_proj, v_proj, o_proj;  // k/v only on owners; v empty when k_eq_v
+  WeightMatrix gate_proj, up_proj, down_proj;
+  WeightMatrix ple_gate, ple_projection;  // per_layer_input_gate [P,H], per_layer_projection [H,P]
+  std::vector<float> ple_post_norm;       // post_per_layer_input_norm [H]
+  float layer_scalar = 1.0f;
+};
+
+struct ModelWeights {
+  WeightMatrix embed;       // embed_tokens [vocab, H]; also the tied LM head
+  float embed_scale = 1;    // sqrt(H) rounded to the checkpoint dtype, as HF does (spec §3.1)
+  std::vector<float> final_norm;
+  // Per-layer embeddings (E2B/E4B): the table stays mapped.
+  const uint8_t* ple_table = nullptr;  // [vocab, L*P] in ple_dtype
+  DType ple_dtype = DType::kBF16;
+  float ple_scale = 1;                 // sqrt(P) rounded to the checkpoint dtype
+  WeightMatrix ple_model_projection;   // per_layer_model_projection [L*P, H]
+  std::vector<float> ple_projection_norm;  // per_layer_projection_norm [P]
+  std::vector<LayerWeights> layers;
+
+  std::string tensor_prefix;  // "model.language_model." or "model."
+  int64_t resident_bytes = 0; // bytes copied into engine memory
+  int64_t mapped_bytes = 0;   // bytes left mapped (PLE table)
+
+  // Keeps the mapped files (PLE table) and the owned buffers alive.
+  std::unique_ptr<TensorStore> store;
+  std::vector<std::unique_ptr<uint8_t[]>> buffers;
+};
+
+struct LoadOptions {
+  // Checkpoint bf16 stays bf16; f16/f32 tensors become f32 (no precision is thrown away).
+  bool keep_native = true;
+};
+
+// Opens DIR's safetensors and binds every tensor the plan needs, checking names, shapes and
+// dtypes. Errors name the file, the tensor and expected vs found.
+Result<std::unique_ptr<ModelWeights>> LoadWeights(const ModelPlan& plan, const std::string& dir,
+                                                  const LoadOptions& options = {});
+
+// Parameter counts for `g4 inspect` (spec §7), derived from the plan.
+struct ParameterCounts {
+  int64_t total = 0;         // every text tensor stored (incl. unused K/V of shared layers)
+  int64_t ple_table = 0;
+  int64_t embedding = 0;
+  int64_t effective = 0;     // total minus the PLE table
+  int64_t per_token_read = 0;  // weights touched per decoded token
+};
+ParameterCounts CountParameters(const ModelPlan& plan);
+
+}  // namespace g4

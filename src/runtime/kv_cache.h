@@ -1,0 +1,60 @@
+// One sequence's K/V cache. Only KV-owner layers get storage (shared layers read their source's
+// cache). Sliding owner layers keep a ring of window + max_chunk - 1 positions, enough for every
+// query of a prefill chunk to see its whole window, so memory and per-token cost stay flat with
+// context on those layers. Full layers keep every position up to max_context.
+// K is stored after k_norm and RoPE, V after the weightless v_norm (spec §3.6).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/plan.h"
+
+namespace g4 {
+
+class KvCache {
+ public:
+  KvCache(const ModelPlan& plan, int max_context, int max_chunk);
+
+  int max_context() const { return max_context_; }
+  int max_chunk() const { return max_chunk_; }
+  // Positions [0, n_past) have been written.
+  int64_t n_past() const { return n_past_; }
+  void set_n_past(int64_t n) { n_past_ = n; }
+  // Forget everything (a new conversation).
+  void Reset() { n_past_ = 0; }
+  // True if positions [0, n) are all still intact, i.e. the cache can be rewound to n tokens
+  // (sliding rings only keep their last positions).
+  bool CanTruncateTo(int64_t n) const;
+
+  // Row of kv_dim floats for position pos in owner cache `kv_slot`.
+  float* K(int kv_slot, int64_t pos) { return Row(keys_, kv_slot, pos); }
+  float* V(int kv_slot, int64_t pos) { return Row(values_, kv_slot, pos); }
+  const float* K(int kv_slot, int64_t pos) const { return const_cast<KvCache*>(this)->K(kv_slot, pos); }
+  const float* V(int kv_slot, int64_t pos) const { return const_cast<KvCache*>(this)->V(kv_slot, pos); }
+
+  int capacity(int kv_slot) const { return slots_[kv_slot].capacity; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  struct Slot {
+    int capacity = 0;
+    int window = 0;  // sliding window, 0 for full layers
+    int kv_dim = 0;
+    size_t offset = 0;  // into keys_/values_, in floats
+  };
+  float* Row(std::unique_ptr<float[]>& base, int kv_slot, int64_t pos) {
+    const Slot& s = slots_[kv_slot];
+    return base.get() + s.offset + static_cast<size_t>(pos % s.capacity) * s.kv_dim;
+  }
+
+  int max_context_;
+  int max_chunk_;
+  int64_t n_past_ = 0;
+  std::vector<Slot> slots_;
+  std::unique_ptr<float[]> keys_, values_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace g4

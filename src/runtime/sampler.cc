@@ -1,0 +1,128 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/ops.h"
+
+namespace g4 {
+
+void ApplySoftcapInPlace(float* logits, int n, float softcap) { Softcap(logits, n, softcap); }
+
+Sampler::Sampler(const SamplingParams& params, float softcap, int vocab)
+    : params_(params), softcap_(softcap), vocab_(vocab) {
+  rng_.seed(params.has_seed ? params.seed : std::random_device{}());
+}
+
+void Sampler::Prepare(float* logits, const std::vector<int>& history) {
+  Softcap(logits, vocab_, softcap_);
+  for (const auto& [id, bias] : params_.logit_bias)
+    if (id >= 0 && id < vocab_) logits[id] += bias;
+  if (params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
+      params_.frequency_penalty != 0.0f) {
+    std::map<int, int> counts;
+    for (int t : history)
+      if (t >= 0 && t < vocab_) counts[t]++;
+    for (const auto& [t, c] : counts) {
+      float& l = logits[t];
+      if (params_.repetition_penalty != 1.0f)
+        l = l > 0 ? l / params_.repetition_penalty : l * params_.repetition_penalty;
+      l -= params_.presence_penalty + params_.frequency_penalty * static_cast<float>(c);
+    }
+  }
+  for (int id : params_.suppress_tokens)
+    if (id >= 0 && id < vocab_) logits[id] = -INFINITY;
+}
+
+int Sampler::Sample(float* logits, const std::vector<int>& history) {
+  const bool plain_greedy = params_.greedy() && params_.logit_bias.empty() &&
+                            params_.repetition_penalty == 1.0f && params_.presence_penalty == 0.0f &&
+                            params_.frequency_penalty == 0.0f;
+  if (plain_greedy) {
+    for (int id : params_.suppress_tokens)
+      if (id >= 0 && id < vocab_) logits[id] = -INFINITY;
+    int best = static_cast<int>(ArgMax(logits, vocab_));
+    // Keep the softcapped distribution for logprobs (cheap next to the forward pass).
+    last_logits_.assign(logits, logits + vocab_);
+    Softcap(last_logits_.data(), vocab_, softcap_);
+    double mx = last_logits_[best];
+    double sum = 0;
+    for (float l : last_logits_) sum += std::exp(l - mx);
+    last_log_norm_ = mx + std::log(sum);
+    return best;
+  }
+  Prepare(logits, history);
+  const float temp = params_.greedy() ? 1.0f : params_.temperature;
+  last_logits_.resize(vocab_);
+  for (int i = 0; i < vocab_; ++i) last_logits_[i] = logits[i] / temp;
+  const int best = static_cast<int>(ArgMax(last_logits_.data(), vocab_));
+  double mx = last_logits_[best], sum = 0;
+  for (float l : last_logits_) sum += std::exp(l - mx);
+  last_log_norm_ = mx + std::log(sum);
+  if (params_.greedy()) return best;
+
+  // Candidates sorted by logit; top-k, then top-p (smallest prefix with mass >= p), then min-p.
+  std::vector<int> idx;
+  idx.reserve(1024);
+  const int k = params_.top_k > 0 ? std::min(params_.top_k, vocab_) : vocab_;
+  if (k < vocab_) {
+    idx.resize(vocab_);
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                      [&](int a, int b) { return last_logits_[a] > last_logits_[b]; });
+    idx.resize(k);
+  } else {
+    for (int i = 0; i < vocab_; ++i)
+      if (std::isfinite(last_logits_[i])) idx.push_back(i);
+    std::sort(idx.begin(), idx.end(), [&](int a, int b) { return last_logits_[a] > last_logits_[b]; });
+  }
+  std::vector<double> probs(idx.size());
+  double total = 0;
+  for (size_t i = 0; i < idx.size(); ++i) total += probs[i] = std::exp(last_logits_[idx[i]] - mx);
+  size_t keep = idx.size();
+  if (params_.top_p < 1.0f) {
+    double cum = 0;
+    for (size_t i = 0; i < idx.size(); ++i) {
+      cum += probs[i] / total;
+      if (cum >= params_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  if (params_.min_p > 0.0f) {
+    const double floor = params_.min_p * probs[0];
+    size_t i = 1;
+    while (i < keep && probs[i] >= floor) ++i;
+    keep = i;
+  }
+  keep = std::max<size_t>(keep, 1);
+  double kept = 0;
+  for (size_t i = 0; i < keep; ++i) kept += probs[i];
+  std::uniform_real_distribution<double> uni(0.0, kept);
+  double u = uni(rng_), acc = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    acc += probs[i];
+    if (u < acc) return idx[i];
+  }
+  return idx[keep - 1];
+}
+
+double Sampler::LogProb(int token) const {
+  if (token < 0 || token >= static_cast<int>(last_logits_.size())) return -INFINITY;
+  return last_logits_[token] - last_log_norm_;
+}
+
+std::vector<std::pair<int, double>> Sampler::TopLogProbs(int k) const {
+  std::vector<int> idx(last_logits_.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  k = std::min<int>(k, static_cast<int>(idx.size()));
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                    [&](int a, int b) { return last_logits_[a] > last_logits_[b]; });
+  std::vector<std::pair<int, double>> out;
+  for (int i = 0; i < k; ++i) out.emplace_back(idx[i], last_logits_[idx[i]] - last_log_norm_);
+  return out;
+}
+
+}  // namespace g4

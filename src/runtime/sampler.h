@@ -1,0 +1,59 @@
+// Turns one row of raw logits into the next token. Greedy decoding takes the argmax of the raw
+// logits (softcap is monotonic, so it cannot change the argmax); every other mode applies the
+// softcap first, as the reference distribution does, then the processors in HF order.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <random>
+#include <vector>
+
+namespace g4 {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // <= 0: greedy
+  int top_k = 0;             // 0: off
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;  // HF: divide positive / multiply negative logits of seen tokens
+  float presence_penalty = 0.0f;    // OpenAI: minus once per seen token
+  float frequency_penalty = 0.0f;   // OpenAI: minus per occurrence
+  uint64_t seed = 0;
+  bool has_seed = false;
+  std::vector<int> suppress_tokens;  // logits set to -inf (12B: 258882, 258883)
+  std::map<int, float> logit_bias;
+
+  bool greedy() const { return temperature <= 0.0f; }
+};
+
+class Sampler {
+ public:
+  Sampler(const SamplingParams& params, float softcap, int vocab);
+
+  // `logits` (raw, pre-softcap) is modified in place. `history` holds the tokens the penalties
+  // look at (the generated ones, like OpenAI; pass the prompt too for HF semantics).
+  int Sample(float* logits, const std::vector<int>& history);
+
+  // After Sample(): log-probability of `token` under the final distribution (softcapped, with
+  // penalties and temperature; greedy uses temperature 1).
+  double LogProb(int token) const;
+  // The k most likely tokens under that distribution, with log-probabilities.
+  std::vector<std::pair<int, double>> TopLogProbs(int k) const;
+
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  void Prepare(float* logits, const std::vector<int>& history);
+
+  SamplingParams params_;
+  float softcap_;
+  int vocab_;
+  std::mt19937_64 rng_;
+  // Distribution of the last call, for logprobs.
+  std::vector<float> last_logits_;
+  double last_log_norm_ = 0;
+};
+
+void ApplySoftcapInPlace(float* logits, int n, float softcap);
+
+}  // namespace g4
