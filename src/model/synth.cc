@@ -70,6 +70,8 @@ int64_t SynthTensor::numel() const {
 Result<SynthSpec> SynthPreset(const std::string& preset, const std::string& scale) {
   if (scale != "tiny" && scale != "full")
     return Status::Errorf("synth: --scale must be tiny or full, got \"", scale, "\"");
+  // Tiny presets: hidden 96 and PLE width 24 are not perfect squares, so the dtype rounding of
+  // the embedding scales shows (bf16(sqrt(96)) = 9.8125, bf16(sqrt(24)) = 4.90625; E2B's 39.25).
   SynthSpec s;
   s.preset = preset;
   s.scale = scale;
@@ -77,8 +79,8 @@ Result<SynthSpec> SynthPreset(const std::string& preset, const std::string& scal
   if (preset == "e2b") {
     // E2B: 4:1 pattern, MQA, KV sharing (sources = last sliding / last full non-shared layer),
     // double-wide MLP on shared layers, PLE.
-    s.hidden = tiny ? 64 : 1536;
-    s.intermediate = tiny ? 128 : 6144;
+    s.hidden = tiny ? 96 : 1536;
+    s.intermediate = tiny ? 192 : 6144;
     s.layers = tiny ? 10 : 35;
     s.heads = 8;
     s.kv_heads = 1;
@@ -87,12 +89,12 @@ Result<SynthSpec> SynthPreset(const std::string& preset, const std::string& scal
     s.double_wide = true;
     s.window = tiny ? 8 : 512;
     s.kv_shared = tiny ? 5 : 20;
-    s.ple_dim = tiny ? 16 : 256;
+    s.ple_dim = tiny ? 24 : 256;
     s.max_position = 131072;
     s.layer_types = Pattern(s.layers, 5);
   } else if (preset == "e4b") {
-    s.hidden = tiny ? 64 : 2560;
-    s.intermediate = tiny ? 128 : 10240;
+    s.hidden = tiny ? 96 : 2560;
+    s.intermediate = tiny ? 192 : 10240;
     s.layers = tiny ? 12 : 42;
     s.heads = 8;
     s.kv_heads = 2;
@@ -100,14 +102,14 @@ Result<SynthSpec> SynthPreset(const std::string& preset, const std::string& scal
     s.global_head_dim = tiny ? 32 : 512;
     s.window = tiny ? 12 : 512;
     s.kv_shared = tiny ? 6 : 18;
-    s.ple_dim = tiny ? 16 : 256;
+    s.ple_dim = tiny ? 24 : 256;
     s.max_position = 131072;
     s.layer_types = Pattern(s.layers, 6);
   } else if (preset == "12b") {
     // 12B: one global KV head with K=V (no v_proj on full layers), no PLE, no sharing.
     s.unified = true;
-    s.hidden = tiny ? 64 : 3840;
-    s.intermediate = tiny ? 128 : 15360;
+    s.hidden = tiny ? 96 : 3840;
+    s.intermediate = tiny ? 192 : 15360;
     s.layers = tiny ? 12 : 48;
     s.heads = 16;
     s.kv_heads = 8;

@@ -86,6 +86,9 @@ class ReferenceModel {
   Result<std::vector<GreedyStep>> GreedyTrace(const std::vector<int>& prompt, int n_new) const;
 
   const ReferenceConfig& config() const { return config_; }
+  // sqrt(H) and sqrt(P) as applied: rounded to the dtype of their tables, as HF does.
+  double embedding_scale() const;
+  double ple_scale() const;
   const std::vector<LayerFacts>& layers() const { return config_.layers; }
 
   ~ReferenceModel();

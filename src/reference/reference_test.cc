@@ -303,6 +303,26 @@ TEST(ReferencePitfalls, SharedLayersIgnoreTheirOwnStoredKV) {
   EXPECT_GT(MaxAbsDiff(*base, *l2), 1e-3) << "source layer " << source << " K/V must matter";
 }
 
+TEST(ReferencePitfalls, EmbeddingScalesAreRoundedToTheWeightDType) {
+  // HF: embed_scale.to(weight.dtype). Tiny presets use H = 96, P = 24 so the rounding shows.
+  const std::pair<DType, std::pair<double, double>> cases[] = {
+      {DType::kBF16, {9.8125, 4.90625}},
+      {DType::kF16, {9.796875, 4.8984375}},
+      {DType::kF32, {static_cast<float>(std::sqrt(96.0)), static_cast<float>(std::sqrt(24.0))}}};
+  for (const auto& [dtype, scales] : cases) {
+    SynthOptions o = Fast();
+    o.dtype = dtype;
+    auto model = ReferenceModel::Load(TinyCheckpoint("e4b", o));
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    ASSERT_EQ((*model)->config().hidden, 96);
+    ASSERT_EQ((*model)->config().ple_dim, 24);
+    EXPECT_EQ((*model)->embedding_scale(), scales.first) << DTypeName(dtype);
+    EXPECT_EQ((*model)->ple_scale(), scales.second) << DTypeName(dtype);
+    auto logits = (*model)->Logits<double>(Prompt(4, 512));
+    ASSERT_TRUE(logits.ok());
+  }
+}
+
 TEST(ReferenceLoad, MissingTensorAndWrongShapeAreNamedErrors) {
   const std::string dir = TinyCheckpoint("12b", Fast());
   const std::string bad = TestTempDir("bad-missing");
