@@ -73,12 +73,12 @@ int RunSynth(int argc, char** argv) {
   if (options.tokenizer.empty()) options.tokenizer = DefaultTokenizerPath();
   auto spec = SynthPreset(preset, scale);
   if (!spec.ok()) {
-    std::fprintf(stderr, "g4 synth: %s\n", spec.status().message().c_str());
+    std::fprintf(stderr, "g4 %s\n", spec.status().message().c_str());
     return 2;
   }
   Status st = WriteSynthCheckpoint(*spec, options, out);
   if (!st.ok()) {
-    std::fprintf(stderr, "g4 synth: %s\n", st.message().c_str());
+    std::fprintf(stderr, "g4 %s\n", st.message().c_str());
     return 1;
   }
   std::printf("wrote %s %s checkpoint (seed %llu) to %s\n", preset.c_str(), scale.c_str(),

@@ -78,14 +78,14 @@ TEST(ReferenceRope, DefaultRotatesEveryPair) {
 }
 
 // The reference's own layer facts against the engine's plan, for the real configs in both forms.
-void ExpectSameFacts(const std::string& preset, SynthConfigForm form) {
-  SCOPED_TRACE(preset + (form == SynthConfigForm::kFlat ? " flat" : " per_layer"));
-  auto spec = SynthPreset(preset, "full");
+void ExpectSameFacts(const std::string& preset, const std::string& scale, SynthConfigForm form) {
+  SCOPED_TRACE(preset + " " + scale + (form == SynthConfigForm::kFlat ? " flat" : " per_layer"));
+  auto spec = SynthPreset(preset, scale);
   ASSERT_TRUE(spec.ok());
   SynthOptions o;
   o.config_form = form;
   const std::string dir =
-      TestTempDir("config-" + preset + (form == SynthConfigForm::kFlat ? "-flat" : "-plc"));
+      TestTempDir("config-" + preset + scale + (form == SynthConfigForm::kFlat ? "-flat" : "-plc"));
   ASSERT_TRUE(WriteFileAtomic(dir + "/config.json", SynthConfigJson(*spec, o)).ok());
   ASSERT_TRUE(WriteFileAtomic(dir + "/generation_config.json", SynthGenerationConfigJson(*spec, o)).ok());
   auto facts = ReadReferenceConfig(dir);
@@ -114,7 +114,12 @@ void ExpectSameFacts(const std::string& preset, SynthConfigForm form) {
     EXPECT_EQ(f.mlp_width, p.mlp_width);
   }
   // Spec §4 / §1.2, stated directly.
-  if (preset == "e2b") {
+  if (scale == "tiny") {
+    // Same rule at small size: the last non-shared layer is full, the one before it sliding.
+    const int first_shared = preset == "e2b" ? 5 : preset == "e4b" ? 6 : 12;
+    for (int i = first_shared; i < static_cast<int>(facts->layers.size()); ++i)
+      EXPECT_EQ(facts->layers[i].kv_source, facts->layers[i].sliding ? first_shared - 2 : first_shared - 1);
+  } else if (preset == "e2b") {
     for (int i = 15; i < 35; ++i) {
       EXPECT_EQ(facts->layers[i].kv_source, facts->layers[i].sliding ? 13 : 14) << i;
       EXPECT_EQ(facts->layers[i].mlp_width, 12288) << i;
@@ -140,8 +145,9 @@ void ExpectSameFacts(const std::string& preset, SynthConfigForm form) {
 
 TEST(ReferenceConfig, TwoDerivationsAgreeOnRealConfigs) {
   for (const char* preset : {"e2b", "e4b", "12b"})
-    for (SynthConfigForm form : {SynthConfigForm::kFlat, SynthConfigForm::kPerLayer})
-      ExpectSameFacts(preset, form);
+    for (const char* scale : {"full", "tiny"})
+      for (SynthConfigForm form : {SynthConfigForm::kFlat, SynthConfigForm::kPerLayer})
+        ExpectSameFacts(preset, scale, form);
 }
 
 // A small-vocabulary tiny checkpoint keeps these probes fast.
