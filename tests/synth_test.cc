@@ -51,9 +51,7 @@ TEST(Synth, FullPresetsHaveTheRealParameterCounts) {
 TEST(Synth, TinyPresetsLoadThroughTensorStoreWithTheRealLayout) {
   for (const char* preset : {"e2b", "e4b", "12b"}) {
     SCOPED_TRACE(preset);
-    SynthOptions o;
-    o.vocab = 512;
-    const std::string dir = TinyCheckpoint(preset, o);
+    const std::string dir = TinyCheckpoint(preset, {.vocab = 512});
     auto store = TensorStore::OpenDir(dir);
     ASSERT_TRUE(store.ok()) << store.status().message();
     auto cfg = LoadModelConfig(dir);
