@@ -21,7 +21,9 @@ struct QuantScratch {
 };
 
 QuantizedRows QuantizeRows(const float* x, int n, int cols, ThreadPool& pool) {
-  thread_local QuantScratch s;
+  thread_local QuantScratch scratch;
+  // A thread_local is never captured: workers would see their own. Name the caller's explicitly.
+  QuantScratch& s = scratch;
   const size_t nb = static_cast<size_t>(cols) / kQuantBlock;
   if (s.q.size() < static_cast<size_t>(n) * cols) s.q.resize(static_cast<size_t>(n) * cols);
   if (s.scale.size() < n * nb) {

@@ -41,22 +41,53 @@ void QuantizeRowQ8W(const float* x, int cols, int8_t* q, uint16_t* scales) {
   }
 }
 
+// q4 block: plain absmax scaling (d = -m/8) wastes most of the 16 levels on Gaussian weights, so
+// try a range of grid widths and keep the least-squares optimum: for each candidate the ints are
+// fixed by rounding, then the scale is refit as d = sum(w q) / sum(q^2), and the candidate with the
+// smallest squared error wins (as llama.cpp's make_qx_quants does for its k-quants).
+void QuantizeBlockQ4(const float* x, float* best_d, int* best_q) {
+  float m = 0;
+  for (int i = 0; i < kQuantBlock; ++i)
+    if (std::fabs(x[i]) > std::fabs(m)) m = x[i];
+  if (m == 0) {
+    *best_d = 0;
+    for (int i = 0; i < kQuantBlock; ++i) best_q[i] = 0;
+    return;
+  }
+  float best_err = INFINITY;
+  *best_d = 0;
+  std::fill(best_q, best_q + kQuantBlock, 0);
+  int q[kQuantBlock];
+  for (int step = -8; step <= 16; ++step) {
+    const float inv = (-8.0f + 0.25f * step) / m;  // m maps to -8 + step/4 levels
+    double wq = 0, qq = 0;
+    for (int i = 0; i < kQuantBlock; ++i) {
+      q[i] = static_cast<int>(std::clamp(std::nearbyint(x[i] * inv), -8.0f, 7.0f));
+      wq += static_cast<double>(x[i]) * q[i];
+      qq += static_cast<double>(q[i]) * q[i];
+    }
+    if (qq == 0) continue;
+    const float d = RoundToF16(static_cast<float>(wq / qq));
+    double err = 0;
+    for (int i = 0; i < kQuantBlock; ++i) err += (x[i] - d * q[i]) * (x[i] - d * q[i]);
+    if (err < best_err) {
+      best_err = static_cast<float>(err);
+      *best_d = d;
+      std::copy(q, q + kQuantBlock, best_q);
+    }
+  }
+}
+
 void QuantizeRowQ4W(const float* x, int cols, uint8_t* q, uint16_t* scales) {
   std::memset(q, 0, cols / 2);
   for (int b = 0; b < cols / kQuantBlock; ++b) {
-    const float* xb = x + b * kQuantBlock;
-    float m = 0;
-    for (int i = 0; i < kQuantBlock; ++i)
-      if (std::fabs(xb[i]) > std::fabs(m)) m = xb[i];
-    scales[b] = F32ToF16(m / -8.0f);
-    const float d = F16ToF32(scales[b]);
-    const float inv = d != 0 ? 1.0f / d : 0.0f;
+    float d = 0;
+    int qi[kQuantBlock] = {};
+    QuantizeBlockQ4(x + b * kQuantBlock, &d, qi);
+    scales[b] = F32ToF16(d);
     uint8_t* chunk = q + (b / 2) * 32;
     const int shift = (b % 2) * 4;
-    for (int i = 0; i < kQuantBlock; ++i) {
-      const int v = static_cast<int>(std::clamp(std::nearbyint(xb[i] * inv) + 8.0f, 0.0f, 15.0f));
-      chunk[i] |= static_cast<uint8_t>(v << shift);
-    }
+    for (int i = 0; i < kQuantBlock; ++i) chunk[i] |= static_cast<uint8_t>((qi[i] + 8) << shift);
   }
 }
 

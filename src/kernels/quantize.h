@@ -12,9 +12,9 @@ namespace g4 {
 enum class SourceType { kF32, kBF16, kF16 };
 
 // Writes the [rows, cols] row-major tensor `src` as `type` into out[WeightBytes(type, rows, cols)].
-// q8: d = max|w| / 127, q = round(w / d). q4: d = -m / 8 where m is the value of largest
-// magnitude (so m itself is exact), q = clamp(round(w / d) + 8, 0, 15). d is stored as fp16 and
-// the rounding uses the stored d. Threaded over rows.
+// q8: d = max|w| / 127, q = round(w / d), rounding with the stored fp16 d. q4: per block the
+// least-squares scale over a search of grid widths (quantize.cc), q in [-8, 7] stored as q + 8.
+// Threaded over rows.
 void QuantizeMatrix(const void* src, SourceType src_type, int rows, int cols, WeightType type,
                     uint8_t* out, ThreadPool* pool);
 

@@ -47,20 +47,33 @@ TEST(Quantize, RoundTripWithinHalfAStep) {
     for (int r = 0; r < rows; ++r) {
       DequantizeRowTo(q.w, r, row.data());
       for (int b = 0; b < cols / 32; ++b) {
-        // q8 rounds to the nearest step; q4's grid is asymmetric (-8..7 steps), so the value
-        // opposite the block's extreme may be clamped by up to a whole step.
-        const float d = std::fabs(F16ToF32(q.w.scales(r)[b])) * (type == WeightType::kQ4 ? 2.0f : 1.0f);
+        // q8 rounds to the nearest step. q4 trades the block's extremes for a finer grid
+        // (least-squares scale), so its extremes may be clamped by a few steps.
+        const float d = std::fabs(F16ToF32(q.w.scales(r)[b])) * (type == WeightType::kQ4 ? 8.0f : 1.0f);
         for (int i = b * 32; i < b * 32 + 32; ++i)
           ASSERT_LE(std::fabs(row[i] - src[r * cols + i]), 0.5f * d * 1.001f + 1e-7f)
               << WeightTypeName(type) << " row " << r << " col " << i;
       }
     }
   }
-  // q4 keeps the block's largest-magnitude value exactly (up to the fp16 scale).
+  // The least-squares q4 grid beats plain absmax scaling (d = max/8) in squared error.
   Quantized q4 = Make(src, rows, cols, WeightType::kQ4);
   std::vector<float> row(cols);
-  DequantizeRowTo(q4.w, 0, row.data());
-  EXPECT_NEAR(row[5], 0.9f, 1e-3f);
+  double err_lsq = 0, err_absmax = 0;
+  for (int r = 0; r < rows; ++r) {
+    DequantizeRowTo(q4.w, r, row.data());
+    for (int b = 0; b < cols / 32; ++b) {
+      float m = 0;
+      for (int i = b * 32; i < b * 32 + 32; ++i) m = std::max(m, std::fabs(src[r * cols + i]));
+      for (int i = b * 32; i < b * 32 + 32; ++i) {
+        const float w = src[r * cols + i], d = m / 7.5f;
+        const float absmax = d * std::clamp(std::nearbyint(w / d), -8.0f, 7.0f);
+        err_lsq += (row[i] - w) * (row[i] - w);
+        err_absmax += (absmax - w) * (absmax - w);
+      }
+    }
+  }
+  EXPECT_LT(err_lsq, 0.8 * err_absmax);
 }
 
 TEST(Quantize, FitsAndBytes) {
