@@ -12,6 +12,14 @@ namespace g4 {
 
 namespace {
 
+// Round to nearest even without a libm call (nearbyintf is one on baseline x86-64): exact for
+// |x| < 2^22, far beyond the +-127 levels used here.
+// Without -ffast-math the compiler may not fold (x + m) - m.
+inline float RoundEven(float x) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  return (x + kMagic) - kMagic;
+}
+
 void SourceRow(const void* src, SourceType type, int64_t offset, int n, float* dst) {
   switch (type) {
     case SourceType::kF32:
@@ -37,7 +45,7 @@ void QuantizeRowQ8W(const float* x, int cols, int8_t* q, uint16_t* scales) {
     const float d = F16ToF32(scales[b]);
     const float inv = d > 0 ? 1.0f / d : 0.0f;
     for (int i = 0; i < kQuantBlock; ++i)
-      q[b * kQuantBlock + i] = static_cast<int8_t>(std::clamp(std::nearbyint(xb[i] * inv), -127.0f, 127.0f));
+      q[b * kQuantBlock + i] = static_cast<int8_t>(std::clamp(RoundEven(xb[i] * inv), -127.0f, 127.0f));
   }
 }
 
@@ -58,16 +66,16 @@ void QuantizeBlockQ4(const float* x, float* best_d, int* best_q) {
   *best_d = 0;
   std::fill(best_q, best_q + kQuantBlock, 0);
   int q[kQuantBlock];
-  for (int step = -8; step <= 16; ++step) {
-    const float inv = (-8.0f + 0.25f * step) / m;  // m maps to -8 + step/4 levels
+  for (int step = -4; step <= 8; ++step) {
+    const float inv = (-8.0f + 0.5f * step) / m;  // m maps to -8 + step/2 levels
     double wq = 0, qq = 0;
     for (int i = 0; i < kQuantBlock; ++i) {
-      q[i] = static_cast<int>(std::clamp(std::nearbyint(x[i] * inv), -8.0f, 7.0f));
+      q[i] = static_cast<int>(std::clamp(RoundEven(x[i] * inv), -8.0f, 7.0f));
       wq += static_cast<double>(x[i]) * q[i];
       qq += static_cast<double>(q[i]) * q[i];
     }
     if (qq == 0) continue;
-    const float d = RoundToF16(static_cast<float>(wq / qq));
+    const float d = static_cast<float>(wq / qq);  // rounded to fp16 once, by the caller
     double err = 0;
     for (int i = 0; i < kQuantBlock; ++i) err += (x[i] - d * q[i]) * (x[i] - d * q[i]);
     if (err < best_err) {
