@@ -33,6 +33,11 @@ struct CpuKernels {
   // Quantizes one row of `cols` (a multiple of 32) floats: q, scale[cols/32], corr[cols/32].
   // Round to nearest even of x * 127 / max|x| per block, so every ISA gets the same ints.
   void (*quantize_row_q8)(const float* x, int cols, int8_t* q, float* scale, float* corr);
+  // Weight quantization at load (layouts in weight_matrix.h), one row of `cols` values. q4 picks
+  // each block's scale by a least-squares search over grid widths (kernels/quantize.h). The ISAs
+  // may differ in the choice when two candidates tie to rounding.
+  void (*quantize_row_q8w)(const float* x, int cols, int8_t* q, uint16_t* scales);
+  void (*quantize_row_q4w)(const float* x, int cols, uint8_t* q, uint16_t* scales);
   // y[i * ldy + r] = sum_c W[r, c] * x_i[c] for rows r in [r0, r1) and every row i of x.
   // Rows of W are read once per tile of x rows (register-tiled), so n > 1 costs far less than n
   // matrix-vector products.

@@ -12,14 +12,6 @@ namespace g4 {
 
 namespace {
 
-// Round to nearest even without a libm call (nearbyintf is one on baseline x86-64): exact for
-// |x| < 2^22, far beyond the +-127 levels used here.
-// Without -ffast-math the compiler may not fold (x + m) - m.
-inline float RoundEven(float x) {
-  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
-  return (x + kMagic) - kMagic;
-}
-
 void SourceRow(const void* src, SourceType type, int64_t offset, int n, float* dst) {
   switch (type) {
     case SourceType::kF32:
@@ -36,68 +28,6 @@ void SourceRow(const void* src, SourceType type, int64_t offset, int n, float* d
   }
 }
 
-void QuantizeRowQ8W(const float* x, int cols, int8_t* q, uint16_t* scales) {
-  for (int b = 0; b < cols / kQuantBlock; ++b) {
-    const float* xb = x + b * kQuantBlock;
-    float amax = 0;
-    for (int i = 0; i < kQuantBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
-    scales[b] = F32ToF16(amax / 127.0f);
-    const float d = F16ToF32(scales[b]);
-    const float inv = d > 0 ? 1.0f / d : 0.0f;
-    for (int i = 0; i < kQuantBlock; ++i)
-      q[b * kQuantBlock + i] = static_cast<int8_t>(std::clamp(RoundEven(xb[i] * inv), -127.0f, 127.0f));
-  }
-}
-
-// q4 block: plain absmax scaling (d = -m/8) wastes most of the 16 levels on Gaussian weights, so
-// try a range of grid widths and keep the least-squares optimum: for each candidate the ints are
-// fixed by rounding, then the scale is refit as d = sum(w q) / sum(q^2), and the candidate with the
-// smallest squared error wins (as llama.cpp's make_qx_quants does for its k-quants).
-void QuantizeBlockQ4(const float* x, float* best_d, int* best_q) {
-  float m = 0;
-  for (int i = 0; i < kQuantBlock; ++i)
-    if (std::fabs(x[i]) > std::fabs(m)) m = x[i];
-  if (m == 0) {
-    *best_d = 0;
-    for (int i = 0; i < kQuantBlock; ++i) best_q[i] = 0;
-    return;
-  }
-  float best_err = INFINITY;
-  *best_d = 0;
-  std::fill(best_q, best_q + kQuantBlock, 0);
-  int q[kQuantBlock];
-  for (int step = -4; step <= 8; ++step) {
-    const float inv = (-8.0f + 0.5f * step) / m;  // m maps to -8 + step/2 levels
-    double wq = 0, qq = 0;
-    for (int i = 0; i < kQuantBlock; ++i) {
-      q[i] = static_cast<int>(std::clamp(RoundEven(x[i] * inv), -8.0f, 7.0f));
-      wq += static_cast<double>(x[i]) * q[i];
-      qq += static_cast<double>(q[i]) * q[i];
-    }
-    if (qq == 0) continue;
-    const float d = static_cast<float>(wq / qq);  // rounded to fp16 once, by the caller
-    double err = 0;
-    for (int i = 0; i < kQuantBlock; ++i) err += (x[i] - d * q[i]) * (x[i] - d * q[i]);
-    if (err < best_err) {
-      best_err = static_cast<float>(err);
-      *best_d = d;
-      std::copy(q, q + kQuantBlock, best_q);
-    }
-  }
-}
-
-void QuantizeRowQ4W(const float* x, int cols, uint8_t* q, uint16_t* scales) {
-  std::memset(q, 0, cols / 2);
-  for (int b = 0; b < cols / kQuantBlock; ++b) {
-    float d = 0;
-    int qi[kQuantBlock] = {};
-    QuantizeBlockQ4(x + b * kQuantBlock, &d, qi);
-    scales[b] = F32ToF16(d);
-    uint8_t* chunk = q + (b / 2) * 32;
-    const int shift = (b % 2) * 4;
-    for (int i = 0; i < kQuantBlock; ++i) chunk[i] |= static_cast<uint8_t>((qi[i] + 8) << shift);
-  }
-}
 
 }  // namespace
 
@@ -106,6 +36,7 @@ void QuantizeMatrix(const void* src, SourceType src_type, int rows, int cols, We
   WeightMatrix w{type, rows, cols, out, WeightBytes(type, rows, cols)};
   constexpr int kRowsPerTask = 64;
   const int64_t n_tasks = (rows + kRowsPerTask - 1) / kRowsPerTask;
+  const CpuKernels& k = ActiveKernels();
   auto task = [&](int64_t t, int) {
     std::vector<float> row(cols);
     const int r0 = static_cast<int>(t) * kRowsPerTask, r1 = std::min(rows, r0 + kRowsPerTask);
@@ -121,12 +52,12 @@ void QuantizeMatrix(const void* src, SourceType src_type, int rows, int cols, We
           break;
         case WeightType::kQ8:
           SourceRow(src, src_type, offset, cols, row.data());
-          QuantizeRowQ8W(row.data(), cols, const_cast<int8_t*>(reinterpret_cast<const int8_t*>(w.quants(r))),
-                         const_cast<uint16_t*>(w.scales(r)));
+          k.quantize_row_q8w(row.data(), cols, const_cast<int8_t*>(reinterpret_cast<const int8_t*>(w.quants(r))),
+                             const_cast<uint16_t*>(w.scales(r)));
           break;
         case WeightType::kQ4:
           SourceRow(src, src_type, offset, cols, row.data());
-          QuantizeRowQ4W(row.data(), cols, const_cast<uint8_t*>(w.quants(r)), const_cast<uint16_t*>(w.scales(r)));
+          k.quantize_row_q4w(row.data(), cols, const_cast<uint8_t*>(w.quants(r)), const_cast<uint16_t*>(w.scales(r)));
           break;
       }
     }

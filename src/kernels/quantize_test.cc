@@ -187,5 +187,25 @@ TEST(Quantize, ActivationQuantizationSameOnEveryIsa) {
   EXPECT_EQ(c1, c2);
 }
 
+TEST(Quantize, WeightQuantizationAgreesAcrossIsas) {
+  const CpuKernels* simd = Avx2Kernels();
+  if (!simd || std::string(ActiveKernels().name) != "avx2") GTEST_SKIP() << "no AVX2";
+  const int cols = 4096;
+  auto x = Random(cols, 21, 0.03f);
+  std::fill(x.begin() + 64, x.begin() + 128, 0.0f);  // all-zero blocks
+  std::vector<int8_t> q8a(cols), q8b(cols);
+  std::vector<uint16_t> sa(cols / 32), sb(cols / 32);
+  GenericKernels().quantize_row_q8w(x.data(), cols, q8a.data(), sa.data());
+  simd->quantize_row_q8w(x.data(), cols, q8b.data(), sb.data());
+  EXPECT_EQ(q8a, q8b);
+  EXPECT_EQ(sa, sb);
+  std::vector<uint8_t> q4a(cols / 2), q4b(cols / 2);
+  GenericKernels().quantize_row_q4w(x.data(), cols, q4a.data(), sa.data());
+  simd->quantize_row_q4w(x.data(), cols, q4b.data(), sb.data());
+  int same_blocks = 0;
+  for (int b = 0; b < cols / 32; ++b) same_blocks += sa[b] == sb[b];
+  EXPECT_GE(same_blocks, cols / 32 - 2);  // float vs double sums may break a rare tie differently
+}
+
 }  // namespace
 }  // namespace g4

@@ -1,5 +1,7 @@
 // Portable scalar kernels: the oracle every SIMD table is tested against.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "base/half.h"
 #include "kernels/cpu_kernels.h"
@@ -94,11 +96,81 @@ void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, fl
       y[i * ldy + r] = DotBf16F32(wd + static_cast<int64_t>(r) * w.cols, x + static_cast<int64_t>(i) * w.cols, w.cols);
 }
 
+// Round to nearest even without a libm call (nearbyintf is one on baseline x86-64): exact for
+// |x| < 2^22, far beyond the +-127 levels used here.
+// Without -ffast-math the compiler may not fold (x + m) - m.
+inline float RoundEven(float x) {
+  constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+  return (x + kMagic) - kMagic;
+}
+
+void QuantizeRowQ8W(const float* x, int cols, int8_t* q, uint16_t* scales) {
+  for (int b = 0; b < cols / kQuantBlock; ++b) {
+    const float* xb = x + b * kQuantBlock;
+    float amax = 0;
+    for (int i = 0; i < kQuantBlock; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    scales[b] = F32ToF16(amax / 127.0f);
+    const float d = F16ToF32(scales[b]);
+    const float inv = d > 0 ? 1.0f / d : 0.0f;
+    for (int i = 0; i < kQuantBlock; ++i)
+      q[b * kQuantBlock + i] = static_cast<int8_t>(std::clamp(RoundEven(xb[i] * inv), -127.0f, 127.0f));
+  }
+}
+
+// q4 block: plain absmax scaling (d = -m/8) wastes most of the 16 levels on Gaussian weights, so
+// try a range of grid widths and keep the least-squares optimum: for each candidate the ints are
+// fixed by rounding, then the scale is refit as d = sum(w q) / sum(q^2), and the candidate with the
+// smallest squared error wins (as llama.cpp's make_qx_quants does for its k-quants).
+void QuantizeBlockQ4(const float* x, float* best_d, int* best_q) {
+  float m = 0;
+  for (int i = 0; i < kQuantBlock; ++i)
+    if (std::fabs(x[i]) > std::fabs(m)) m = x[i];
+  if (m == 0) {
+    *best_d = 0;
+    for (int i = 0; i < kQuantBlock; ++i) best_q[i] = 0;
+    return;
+  }
+  float best_err = INFINITY;
+  *best_d = 0;
+  std::fill(best_q, best_q + kQuantBlock, 0);
+  int q[kQuantBlock];
+  for (int step = -4; step <= 8; ++step) {
+    const float inv = (-8.0f + 0.5f * step) / m;  // m maps to -8 + step/2 levels
+    double wq = 0, qq = 0;
+    for (int i = 0; i < kQuantBlock; ++i) {
+      q[i] = static_cast<int>(std::clamp(RoundEven(x[i] * inv), -8.0f, 7.0f));
+      wq += static_cast<double>(x[i]) * q[i];
+      qq += static_cast<double>(q[i]) * q[i];
+    }
+    if (qq == 0) continue;
+    // With the least-squares d = wq/qq the squared error is sum(x^2) - wq^2/qq: maximise wq^2/qq.
+    const float score = static_cast<float>(wq * wq / qq);
+    if (-score < best_err) {
+      best_err = -score;
+      *best_d = static_cast<float>(wq / qq);  // rounded to fp16 by the caller
+      std::copy(q, q + kQuantBlock, best_q);
+    }
+  }
+}
+
+void QuantizeRowQ4W(const float* x, int cols, uint8_t* q, uint16_t* scales) {
+  std::memset(q, 0, cols / 2);
+  for (int b = 0; b < cols / kQuantBlock; ++b) {
+    float d = 0;
+    int qi[kQuantBlock] = {};
+    QuantizeBlockQ4(x + b * kQuantBlock, &d, qi);
+    scales[b] = F32ToF16(d);
+    uint8_t* chunk = q + (b / 2) * 32;
+    const int shift = (b % 2) * 4;
+    for (int i = 0; i < kQuantBlock; ++i) chunk[i] |= static_cast<uint8_t>((qi[i] + 8) << shift);
+  }
+}
+
 }  // namespace
 
 const CpuKernels& GenericKernels() {
   static const CpuKernels k{"generic", DotF32,   DotBf16F32, Bf16ToF32Row, AxpyF32,
-                            QuantizeRowQ8, MatMulQ8, MatMulQ4, MatMulBf16};
+                            QuantizeRowQ8, QuantizeRowQ8W, QuantizeRowQ4W, MatMulQ8, MatMulQ4, MatMulBf16};
   return k;
 }
 
