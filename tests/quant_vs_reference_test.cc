@@ -77,7 +77,7 @@ TEST_P(QuantVsReference, TopOneAgreementAndKl) {
   ASSERT_TRUE(ref64.ok()) << ref64.status().message();
 
   std::vector<double> kls;
-  for (const Bounds& b : {Bounds{"bf16", 1.0, 1e-6}, Bounds{"q8", 0.65, 0.12}, Bounds{"q4", 0.10, 3.0}}) {
+  for (const Bounds& b : {Bounds{"bf16", 1.0, 1e-6}, Bounds{"q8", 0.65, 0.12}, Bounds{"q4", 0.05, 3.0}}) {
     ModelOptions options;
     options.threads = 2;
     ASSERT_TRUE(ParseWeightType(b.quant, &options.load.quant));
