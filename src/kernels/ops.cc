@@ -42,15 +42,24 @@ QuantizedRows QuantizeRows(const float* x, int n, int cols, ThreadPool& pool) {
   return QuantizedRows{n, cols, s.q.data(), s.scale.data(), s.corr.data()};
 }
 
-// Rows of W per task. Decode (n = 1) streams W once: tasks of ~32 KiB keep both threads busy to
-// the end, and the dynamic queue absorbs a core that is slowed by a neighbour. With many x rows
-// a task's W rows are reused from cache by every x tile, so a smaller block suffices.
-int RowsPerTask(const WeightMatrix& w, int n, int threads) {
+// Decode (n = 1) streams W once: tasks of ~32 KiB keep both threads busy to the end, and the
+// dynamic queue absorbs a core slowed by a neighbour.
+int DecodeRowsPerTask(const WeightMatrix& w, int threads) {
   const size_t row_bytes = std::max<size_t>(1, WeightBytes(w.type, 1, w.cols));
-  int rows = n == 1 ? static_cast<int>(std::clamp<size_t>(32768 / row_bytes, 4, 256)) : 16;
+  int rows = static_cast<int>(std::clamp<size_t>(32768 / row_bytes, 4, 256));
   // At least ~8 tasks per thread so no thread waits long for the last one.
   while (rows > 4 && (w.rows + rows - 1) / rows < 8 * threads) rows /= 2;
   return std::max(4, rows / 4 * 4);
+}
+
+// Many x rows (prefill, batched decode): tasks are (block of W rows) x (block of x rows), sized
+// so both blocks stay in L2 (~128 KiB of W, 64 x rows) while the register tiles pass over them.
+// Without the x blocking a wide input (down_proj: 512 x 12288) is re-read from memory by every
+// task.
+constexpr int kXRowsPerTask = 64;
+int PrefillRowsPerTask(const WeightMatrix& w) {
+  const size_t row_bytes = std::max<size_t>(1, WeightBytes(w.type, 1, w.cols));
+  return std::max(8, static_cast<int>(std::clamp<size_t>(131072 / row_bytes, 8, 512)) / 8 * 8);
 }
 
 }  // namespace
@@ -58,20 +67,29 @@ int RowsPerTask(const WeightMatrix& w, int n, int threads) {
 void MatMul(const WeightMatrix& w, const float* x, int n, float* y, ThreadPool& pool) {
   const CpuKernels& k = ActiveKernels();
   const int rows = w.rows, cols = w.cols;
-  const int rows_per_task = RowsPerTask(w, n, pool.size());
-  const int64_t n_tasks = (rows + rows_per_task - 1) / rows_per_task;
-  auto range = [&](int64_t task, int* r0, int* r1) {
-    *r0 = static_cast<int>(task) * rows_per_task;
-    *r1 = std::min(rows, *r0 + rows_per_task);
+  const int rows_per_task = n == 1 ? DecodeRowsPerTask(w, pool.size()) : PrefillRowsPerTask(w);
+  const int64_t row_tasks = (rows + rows_per_task - 1) / rows_per_task;
+  const int x_tasks = (n + kXRowsPerTask - 1) / kXRowsPerTask;
+  // Task t: W rows block t % row_tasks, x rows block t / row_tasks.
+  struct Range {
+    int r0, r1, i0, i1;
   };
+  auto range = [&](int64_t task) {
+    Range g;
+    g.r0 = static_cast<int>(task % row_tasks) * rows_per_task;
+    g.r1 = std::min(rows, g.r0 + rows_per_task);
+    g.i0 = static_cast<int>(task / row_tasks) * kXRowsPerTask;
+    g.i1 = std::min(n, g.i0 + kXRowsPerTask);
+    return g;
+  };
+  const int64_t n_tasks = row_tasks * x_tasks;
   switch (w.type) {
     case WeightType::kF32: {
       const float* wd = static_cast<const float*>(w.data);
       pool.ParallelFor(n_tasks, [&](int64_t task, int) {
-        int r0, r1;
-        range(task, &r0, &r1);
-        for (int i = 0; i < n; ++i)
-          for (int r = r0; r < r1; ++r)
+        const Range g = range(task);
+        for (int i = g.i0; i < g.i1; ++i)
+          for (int r = g.r0; r < g.r1; ++r)
             y[static_cast<int64_t>(i) * rows + r] =
                 k.dot_f32(wd + static_cast<int64_t>(r) * cols, x + static_cast<int64_t>(i) * cols, cols);
       });
@@ -79,19 +97,21 @@ void MatMul(const WeightMatrix& w, const float* x, int n, float* y, ThreadPool& 
     }
     case WeightType::kBF16:
       pool.ParallelFor(n_tasks, [&](int64_t task, int) {
-        int r0, r1;
-        range(task, &r0, &r1);
-        k.matmul_bf16(w, r0, r1, x, n, y, rows);
+        const Range g = range(task);
+        k.matmul_bf16(w, g.r0, g.r1, x + static_cast<int64_t>(g.i0) * cols, g.i1 - g.i0,
+                      y + static_cast<int64_t>(g.i0) * rows, rows);
       });
       return;
     case WeightType::kQ8:
     case WeightType::kQ4: {
       const QuantizedRows xq = QuantizeRows(x, n, cols, pool);
+      const int nb = cols / kQuantBlock;
       auto kernel = w.type == WeightType::kQ8 ? k.matmul_q8 : k.matmul_q4;
       pool.ParallelFor(n_tasks, [&](int64_t task, int) {
-        int r0, r1;
-        range(task, &r0, &r1);
-        kernel(w, r0, r1, xq, y, rows);
+        const Range g = range(task);
+        const QuantizedRows sub{g.i1 - g.i0, cols, xq.q + static_cast<int64_t>(g.i0) * cols,
+                                xq.scale + static_cast<int64_t>(g.i0) * nb, xq.corr + static_cast<int64_t>(g.i0) * nb};
+        kernel(w, g.r0, g.r1, sub, y + static_cast<int64_t>(g.i0) * rows, rows);
       });
       return;
     }

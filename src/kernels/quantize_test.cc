@@ -108,7 +108,7 @@ TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
   // and several x rows (tiled path, with a leftover row).
   for (int cols : {64, 320, 1536}) {
     for (int rows : {1, 5, 67}) {
-      for (int n : {1, 2, 5}) {
+      for (int n : {1, 2, 5, 70}) {
         auto wsrc = Random(static_cast<size_t>(rows) * cols, rows * 7 + cols, 0.05f);
         auto x = Random(static_cast<size_t>(n) * cols, n * 13 + cols);
         Quantized q;

@@ -30,6 +30,7 @@ struct Activations {
   std::vector<float> x, normed, q, k, v, attn, proj, gate, up, ple_inputs, ple_gate, ple_out;
   std::vector<float> rope_cos, rope_sin;  // [n_rope_configs][rows][max_pairs]
   std::vector<float> logits_in;
+  std::vector<float> attn_partial;  // per-chunk softmax partials of a split decode row
   void Reserve(const ModelPlan& plan, int rows, int n_rope_configs, int max_pairs);
 };
 
