@@ -1,6 +1,7 @@
 #include "parallel/tensor_parallel.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -9,6 +10,13 @@
 #include "parallel/mpi_communicator.h"
 
 namespace g4 {
+
+bool IsOutputProcess() {
+  if (!LaunchedByMpi()) return true;
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* r = std::getenv(v)) return std::atoi(r) == 0;
+  return true;
+}
 
 Status RunTensorParallel(int tp, const std::function<Status(Communicator*)>& body) {
   if (LaunchedByMpi()) {

@@ -32,5 +32,8 @@ Result<std::unique_ptr<Model>> LoadRankModel(const std::string& dir, const Model
 
 // True on the rank that writes output (rank 0, or no communicator).
 inline bool IsOutputRank(const Communicator* comm) { return !comm || comm->rank() == 0; }
+// False only in an MPI-launched process other than rank 0 (read from the launcher's environment,
+// so it is known before MPI starts): that process reports nothing, rank 0 speaks for all.
+bool IsOutputProcess();
 
 }  // namespace g4
