@@ -13,7 +13,8 @@ SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 packages=(build-essential cmake pkg-config git ca-certificates nodejs npm
   nlohmann-json3-dev libsimdjson-dev libcli11-dev libcpp-httplib-dev libhwy-dev
-  libgtest-dev libgmock-dev libbenchmark-dev clang-format curl)
+  libgtest-dev libgmock-dev libbenchmark-dev clang-format curl
+  libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -94,7 +94,7 @@ void InProcessGroup::Barrier(int* local_sense) {
     return;
   }
   for (int spins = 0; sense_.load(std::memory_order_acquire) != sense; ++spins) {
-    if (spins < 20000) CpuRelax();
+    if (spins < 2000) CpuRelax();
     else std::this_thread::yield();
   }
 }

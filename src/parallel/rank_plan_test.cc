@@ -109,7 +109,9 @@ void CheckInvariants(const ModelPlan& full, int tp) {
       const bool sharded = f.n_heads_kv % tp == 0;
       EXPECT_EQ(l.n_heads_kv, sharded ? f.n_heads_kv / tp : f.n_heads_kv);
       EXPECT_EQ(KvReplicated(f, l), !sharded || tp == 1);
-      if (!sharded) EXPECT_EQ(l.kv_head_offset, 0);
+      if (!sharded) {
+        EXPECT_EQ(l.kv_head_offset, 0);
+      }
       for (int h = 0; h < l.n_heads_q; ++h) {
         const int global_q = l.q_head_offset + h;
         ASSERT_LT(global_q, f.n_heads_q);
