@@ -204,6 +204,9 @@ void Model::Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Ac
 Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float* logits) {
   const int n = static_cast<int>(rows.size());
   if (n == 0) return OkStatus();
+  if (plan_.tp_size > 1 && (!comm_ || comm_->size() != plan_.tp_size))
+    return Status::Errorf("Forward: this model is rank ", plan_.tp_rank, " of ", plan_.tp_size,
+                          " and needs a communicator of that size (set_communicator)");
   // Validate before touching any cache: rows of one cache are consecutive from its n_past.
   std::map<KvCache*, std::pair<int64_t, int>> next;  // cache -> (next position, rows so far)
   for (int r = 0; r < n; ++r) {
