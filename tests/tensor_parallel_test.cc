@@ -284,7 +284,7 @@ std::string MpiRun(int np) {
   // CMA single-copy needs ptrace rights containers often lack. ASan builds: OpenMPI's own
   // allocations at exit are not our leaks.
   return "OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none "
-         "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none "
+         "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_mpi_yield_when_idle=1 "
          "ASAN_OPTIONS=detect_leaks=0 mpirun --allow-run-as-root --oversubscribe -np " +
          std::to_string(np) + " ";
 }
