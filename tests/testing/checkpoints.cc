@@ -178,7 +178,8 @@ Status CopyCheckpoint(const std::string& src, const std::string& dst, const Tens
   for (const std::string& name : store->Names()) {
     const TensorView* t = store->Find(name);
     TensorToWrite w{name, t->dtype, t->shape, std::vector<uint8_t>(t->data, t->data + t->bytes)};
-    const bool is_float = t->dtype == DType::kBF16 || t->dtype == DType::kF16 || t->dtype == DType::kF32;
+    const bool is_float =
+        t->dtype == DType::kBF16 || t->dtype == DType::kF16 || t->dtype == DType::kF32;
     if (edit && is_float) {
       std::vector<float> values(static_cast<size_t>(t->numel()));
       for (int64_t i = 0; i < t->numel(); ++i) values[i] = static_cast<float>(t->ValueAt(i));
@@ -187,7 +188,8 @@ Status CopyCheckpoint(const std::string& src, const std::string& dst, const Tens
           if (t->dtype == DType::kF32) {
             std::memcpy(w.data.data() + 4 * i, &values[i], 4);
           } else {
-            const uint16_t h = t->dtype == DType::kBF16 ? F32ToBf16(values[i]) : F32ToF16(values[i]);
+            const uint16_t h =
+                t->dtype == DType::kBF16 ? F32ToBf16(values[i]) : F32ToF16(values[i]);
             std::memcpy(w.data.data() + 2 * i, &h, 2);
           }
         }

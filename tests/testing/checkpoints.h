@@ -39,6 +39,7 @@ std::string TestTempDir(const std::string& name);
 // changed them; changed values are rounded back to the tensor's dtype. For perturbation tests
 // and deliberately broken checkpoints.
 using TensorEdit = std::function<bool(const std::string& name, std::vector<float>& values)>;
-Status CopyCheckpoint(const std::string& src, const std::string& dst, const TensorEdit& edit = nullptr);
+Status CopyCheckpoint(const std::string& src, const std::string& dst,
+                      const TensorEdit& edit = nullptr);
 
 }  // namespace g4
