@@ -23,7 +23,8 @@ std::string SourceDir() {
 
 std::string TokenizerPath() {
   const char* assets = std::getenv("G4_ASSETS");
-  return (assets && *assets ? std::string(assets) : SourceDir() + "/assets") + "/tokenizer/gemma4.json";
+  return (assets && *assets ? std::string(assets) : SourceDir() + "/assets") +
+         "/tokenizer/gemma4.json";
 }
 
 // Files under src/, tests/data/, tools/ and docs/ ending in .cc .h .js .py .json .md, in byte order
@@ -37,8 +38,8 @@ const std::string& BenchText() {
       if (!fs::exists(root)) continue;
       for (const auto& entry : fs::recursive_directory_iterator(root)) {
         std::string ext = entry.path().extension().string();
-        if (entry.is_regular_file() &&
-            (ext == ".cc" || ext == ".h" || ext == ".js" || ext == ".py" || ext == ".json" || ext == ".md"))
+        if (entry.is_regular_file() && (ext == ".cc" || ext == ".h" || ext == ".js" ||
+                                        ext == ".py" || ext == ".json" || ext == ".md"))
           files.push_back(fs::relative(entry.path(), SourceDir()).string());
       }
     }
@@ -60,7 +61,8 @@ const Tokenizer* SharedTokenizer(benchmark::State& state) {
     auto result = Tokenizer::Load(TokenizerPath());
     return result.ok() ? std::move(result).value() : nullptr;
   }();
-  if (!tokenizer) state.SkipWithError(("cannot load " + TokenizerPath() + " (run tools/setup.sh)").c_str());
+  if (!tokenizer)
+    state.SkipWithError(("cannot load " + TokenizerPath() + " (run tools/setup.sh)").c_str());
   return tokenizer.get();
 }
 
@@ -89,8 +91,8 @@ void BM_TokenizerEncode(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
   state.counters["text_bytes"] = static_cast<double>(text.size());
   state.counters["tokens"] = static_cast<double>(tokens);
-  state.counters["tokens_per_s"] =
-      benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens_per_s"] = benchmark::Counter(
+      static_cast<double>(tokens), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_TokenizerEncode)->Unit(benchmark::kMillisecond);
 

@@ -53,9 +53,9 @@ inline const Tokenizer* SharedTokenizer(const std::string& name) {
 
 }  // namespace g4::testing
 
-#define G4_REQUIRE_TOKENIZER(var, name)                                                      \
-  const ::g4::Tokenizer* var = ::g4::testing::SharedTokenizer(name);                         \
-  if (!var) {                                                                                \
+#define G4_REQUIRE_TOKENIZER(var, name)                                                          \
+  const ::g4::Tokenizer* var = ::g4::testing::SharedTokenizer(name);                             \
+  if (!var) {                                                                                    \
     GTEST_SKIP() << "missing " << ::g4::testing::TokenizerPath(name) << " (run tools/setup.sh)"; \
-  }                                                                                          \
+  }                                                                                              \
   static_assert(true, "")

@@ -1,7 +1,6 @@
 // g4 tokenize / g4 detokenize: the tokenizer from the command line, and the bulk JSONL modes
 // tools/tokenizer_diff.js uses to compare g4 with Hugging Face tokenizers.
 #include <CLI/CLI.hpp>
-
 #include <charconv>
 #include <cstdio>
 #include <iostream>
@@ -65,8 +64,9 @@ bool ParseIdList(const std::string& text, std::vector<int>* ids) {
 }
 
 int RunTokenize(int argc, char** argv) {
-  CLI::App app{"Print the token ids of TEXT (comma-separated). Special-token markers in the text "
-               "are parsed; no <bos> is added unless --add-bos."};
+  CLI::App app{
+      "Print the token ids of TEXT (comma-separated). Special-token markers in the text "
+      "are parsed; no <bos> is added unless --add-bos."};
   TokenizerFlags flags;
   flags.Add(app);
   std::vector<std::string> words;
@@ -95,7 +95,8 @@ int RunTokenize(int argc, char** argv) {
       try {
         text = nlohmann::json::parse(line).get<std::string>();
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "g4 tokenize: stdin line %zu is not a JSON string: %s\n", line_number, e.what());
+        std::fprintf(stderr, "g4 tokenize: stdin line %zu is not a JSON string: %s\n", line_number,
+                     e.what());
         return 1;
       }
       out.clear();

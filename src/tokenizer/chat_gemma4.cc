@@ -62,7 +62,8 @@ std::string_view PyStrip(std::string_view s) {
 bool Truthy(const json* v) {
   if (!v || v->is_null()) return false;
   if (v->is_boolean()) return v->get<bool>();
-  if (v->is_string()) return !v->get_ref<const std::string&>().empty();  // json::empty() is false for strings
+  if (v->is_string())
+    return !v->get_ref<const std::string&>().empty();  // json::empty() is false for strings
   if (v->is_array() || v->is_object()) return !v->empty();
   if (v->is_number_float()) return v->get<double>() != 0.0;
   if (v->is_number()) return v->get<int64_t>() != 0;
@@ -117,12 +118,18 @@ std::string PyStr(const json& v) {
 
 std::string PyRepr(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "None";
-    case json::value_t::boolean: return v.get<bool>() ? "True" : "False";
-    case json::value_t::number_integer: return std::to_string(v.get<int64_t>());
-    case json::value_t::number_unsigned: return std::to_string(v.get<uint64_t>());
-    case json::value_t::number_float: return PyFloat(v.get<double>());
-    case json::value_t::string: return "'" + v.get<std::string>() + "'";
+    case json::value_t::null:
+      return "None";
+    case json::value_t::boolean:
+      return v.get<bool>() ? "True" : "False";
+    case json::value_t::number_integer:
+      return std::to_string(v.get<int64_t>());
+    case json::value_t::number_unsigned:
+      return std::to_string(v.get<uint64_t>());
+    case json::value_t::number_float:
+      return PyFloat(v.get<double>());
+    case json::value_t::string:
+      return "'" + v.get<std::string>() + "'";
     case json::value_t::array: {
       std::string out = "[";
       for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + PyRepr(v[i]);
@@ -135,7 +142,8 @@ std::string PyRepr(const json& v) {
         out += (first ? "" : ", ") + ("'" + it.key() + "'") + ": " + PyRepr(it.value());
       return out + "}";
     }
-    default: return "";
+    default:
+      return "";
   }
 }
 
@@ -197,19 +205,22 @@ std::string EffectiveType(const json* type) {
 std::string QuotedList(const json& items) {
   std::string out;
   if (!items.is_array()) return out;
-  for (size_t i = 0; i < items.size(); ++i) out += Str(i ? "," : "", kQuote, PyStr(items[i]), kQuote);
+  for (size_t i = 0; i < items.size(); ++i)
+    out += Str(i ? "," : "", kQuote, PyStr(items[i]), kQuote);
   return out;
 }
 
 // format_parameters(): one "name:{description:...,type:...}" entry per property. Reproduces the
 // template byte for byte, including its quirks (an OBJECT property opens with ",properties:{").
 std::string FormatParameters(const json& properties) {
-  static const char* kStandardKeys[] = {"description", "type", "properties", "required", "nullable"};
+  static const char* kStandardKeys[] = {"description", "type", "properties", "required",
+                                        "nullable"};
   std::string out;
   bool first = true;
   for (const auto& [key, value_ptr] : DictSort(properties)) {
     const json& value = *value_ptr;
-    if (std::find(std::begin(kStandardKeys), std::end(kStandardKeys), key) != std::end(kStandardKeys))
+    if (std::find(std::begin(kStandardKeys), std::end(kStandardKeys), key) !=
+        std::end(kStandardKeys))
       continue;
     if (!first) out += ",";
     first = false;
@@ -235,10 +246,13 @@ std::string FormatParameters(const json& properties) {
       }
     } else if (type == "OBJECT") {
       out += ",properties:{";
-      if (const json* p = Field(value, "properties"); p && p->is_object()) out += FormatParameters(*p);
-      else if (value.is_object()) out += FormatParameters(value);
+      if (const json* p = Field(value, "properties"); p && p->is_object())
+        out += FormatParameters(*p);
+      else if (value.is_object())
+        out += FormatParameters(value);
       out += "}";
-      if (const json* r = Field(value, "required"); Truthy(r)) out += ",required:[" + QuotedList(*r) + "]";
+      if (const json* r = Field(value, "required"); Truthy(r))
+        out += ",required:[" + QuotedList(*r) + "]";
     } else if (type == "ARRAY") {
       const json* items = Field(value, "items");
       if (items && items->is_object() && !items->empty()) {
@@ -249,7 +263,8 @@ std::string FormatParameters(const json& properties) {
           if (!first_item) out += ",";
           first_item = false;
           if (item_key == "properties") {
-            out += "properties:{" + (item_value->is_object() ? FormatParameters(*item_value) : "") + "}";
+            out += "properties:{" + (item_value->is_object() ? FormatParameters(*item_value) : "") +
+                   "}";
           } else if (item_key == "required") {
             out += "required:[" + QuotedList(*item_value) + "]";
           } else if (item_key == "type") {
@@ -276,14 +291,19 @@ std::string FormatDeclaration(const json& function) {
   out += kQuote;
   if (const json* params = Field(function, "parameters"); Truthy(params)) {
     out += ",parameters:{";
-    if (const json* p = Field(*params, "properties"); Truthy(p)) out += "properties:{" + FormatParameters(*p) + "},";
-    if (const json* r = Field(*params, "required"); Truthy(r)) out += "required:[" + QuotedList(*r) + "],";
-    if (const json* t = Field(*params, "type"); Truthy(t)) out += Str("type:", kQuote, EffectiveType(t), kQuote, "}");
+    if (const json* p = Field(*params, "properties"); Truthy(p))
+      out += "properties:{" + FormatParameters(*p) + "},";
+    if (const json* r = Field(*params, "required"); Truthy(r))
+      out += "required:[" + QuotedList(*r) + "],";
+    if (const json* t = Field(*params, "type"); Truthy(t))
+      out += Str("type:", kQuote, EffectiveType(t), kQuote, "}");
   }
   if (const json* response = Field(function, "response")) {
     out += ",response:{";
-    if (const json* d = Field(*response, "description"); Truthy(d)) out += Str("description:", kQuote, PyStr(*d), kQuote, ",");
-    if (EffectiveType(Field(*response, "type")) == "OBJECT") out += Str("type:", kQuote, "OBJECT", kQuote, "}");
+    if (const json* d = Field(*response, "description"); Truthy(d))
+      out += Str("description:", kQuote, PyStr(*d), kQuote, ",");
+    if (EffectiveType(Field(*response, "type")) == "OBJECT")
+      out += Str("type:", kQuote, "OBJECT", kQuote, "}");
   }
   return out + "}";
 }
@@ -306,7 +326,8 @@ std::string StripThinking(std::string_view text) {
   size_t start = 0;
   while (true) {
     size_t close = text.find(kChannelClose, start);
-    std::string_view part = text.substr(start, close == std::string_view::npos ? std::string_view::npos : close - start);
+    std::string_view part = text.substr(
+        start, close == std::string_view::npos ? std::string_view::npos : close - start);
     size_t open = part.find(kChannelOpen);
     result.append(open == std::string_view::npos ? part : part.substr(0, open));
     if (close == std::string_view::npos) break;
@@ -338,7 +359,8 @@ Result<std::string> ContentText(const json* content, bool model, size_t index) {
     return model ? StripThinking(s) : std::string(PyStrip(s));
   }
   if (!content->is_array())
-    return Status::Errorf("messages[", index, "].content must be a string, null or an array of parts");
+    return Status::Errorf("messages[", index,
+                          "].content must be a string, null or an array of parts");
   std::string out;
   for (size_t k = 0; k < content->size(); ++k) {
     const json& part = (*content)[k];
@@ -348,7 +370,8 @@ Result<std::string> ContentText(const json* content, bool model, size_t index) {
       const json* text = Field(part, "text");
       if (!text || !text->is_string())
         return Status::Errorf("messages[", index, "].content[", k, "] has no text");
-      out += model ? StripThinking(text->get<std::string>()) : std::string(PyStrip(text->get<std::string>()));
+      out += model ? StripThinking(text->get<std::string>())
+                   : std::string(PyStrip(text->get<std::string>()));
     } else {
       return Status::Errorf("messages[", index, "].content[", k, "] has type '", type_name,
                             "'; g4 serves text-only Gemma-4 (only 'text' parts)");
@@ -367,7 +390,8 @@ Result<std::vector<Message>> NormalizeMessages(const json& messages) {
     if (role == "tool") {
       // Attach to the assistant message whose tool_calls it answers.
       if (out.empty() || out.back().role != "model" || !out.back().tool_calls)
-        return Status::Errorf("messages[", i, "] has role 'tool' but does not follow an assistant "
+        return Status::Errorf("messages[", i,
+                              "] has role 'tool' but does not follow an assistant "
                               "message with tool_calls");
       Message& call_message = out.back();
       const json& calls = *call_message.tool_calls;
@@ -376,7 +400,8 @@ Result<std::vector<Message>> NormalizeMessages(const json& messages) {
         for (const json& call : calls)
           if (const json* cid = Field(call, "id"); cid && *cid == *id)
             if (const json* fn = Field(call, "function"))
-              if (const json* n = Field(*fn, "name"); n && n->is_string()) name = n->get<std::string>();
+              if (const json* n = Field(*fn, "name"); n && n->is_string())
+                name = n->get<std::string>();
       }
       if (name.empty())
         if (const json* n = Field(m, "name"); n && n->is_string()) name = n->get<std::string>();
@@ -401,10 +426,15 @@ Result<std::vector<Message>> NormalizeMessages(const json& messages) {
     }
     Message msg;
     msg.source_index = i;
-    if (role == "assistant" || role == "model") msg.role = "model";
-    else if (role == "developer" || role == "system") msg.role = "system";
-    else if (role == "user") msg.role = "user";
-    else return Status::Errorf("messages[", i, "].role '", role, "' is not user, assistant, system, developer or tool");
+    if (role == "assistant" || role == "model")
+      msg.role = "model";
+    else if (role == "developer" || role == "system")
+      msg.role = "system";
+    else if (role == "user")
+      msg.role = "user";
+    else
+      return Status::Errorf("messages[", i, "].role '", role,
+                            "' is not user, assistant, system, developer or tool");
     msg.content = Field(m, "content");
     if (const json* calls = Field(m, "tool_calls"); calls && !calls->is_null()) {
       if (!calls->is_array()) return Status::Errorf("messages[", i, "].tool_calls is not an array");
@@ -416,7 +446,8 @@ Result<std::vector<Message>> NormalizeMessages(const json& messages) {
           return Status::Errorf("messages[", i, "].tool_calls[", k, "] has no function.name");
       }
     }
-    if (const json* r = Field(m, "reasoning_content"); r && r->is_string()) msg.reasoning = r->get<std::string>();
+    if (const json* r = Field(m, "reasoning_content"); r && r->is_string())
+      msg.reasoning = r->get<std::string>();
     // Gemma's native form: responses carried on the message itself.
     if (const json* responses = Field(m, "tool_responses"); responses && responses->is_array()) {
       for (const json& r : *responses) {
@@ -435,8 +466,10 @@ Result<std::vector<Message>> NormalizeMessages(const json& messages) {
 
 // ---------------------------------------------------------------------------------------------
 
-Result<std::string> RenderGemma4Chat(const json& messages, const json& tools, const Gemma4ChatOptions& options) {
-  if (!messages.is_array() || messages.empty()) return Status::Error("messages must be a non-empty array");
+Result<std::string> RenderGemma4Chat(const json& messages, const json& tools,
+                                     const Gemma4ChatOptions& options) {
+  if (!messages.is_array() || messages.empty())
+    return Status::Error("messages must be a non-empty array");
   if (!tools.is_null() && !tools.is_array()) return Status::Error("tools must be an array");
   G4_ASSIGN_OR_RETURN(std::vector<Message> list, NormalizeMessages(messages));
   const Gemma4TemplateFeatures& f = options.features;
@@ -455,7 +488,8 @@ Result<std::string> RenderGemma4Chat(const json& messages, const json& tools, co
     }
     if (system_first) {
       // The template trims the first message's content as one string; parts are joined first.
-      G4_ASSIGN_OR_RETURN(std::string text, ContentText(list[0].content, false, list[0].source_index));
+      G4_ASSIGN_OR_RETURN(std::string text,
+                          ContentText(list[0].content, false, list[0].source_index));
       out += PyStrip(text);
       first = 1;
     }
@@ -464,7 +498,8 @@ Result<std::string> RenderGemma4Chat(const json& messages, const json& tools, co
         const json* function = Field(tools[t], "function");
         if (!function) function = &tools[t];  // a bare {name, description, parameters}
         const json* name = Field(*function, "name");
-        if (!name || !name->is_string()) return Status::Errorf("tools[", t, "] has no function.name");
+        if (!name || !name->is_string())
+          return Status::Errorf("tools[", t, "] has no function.name");
         out += "<|tool>" + std::string(PyStrip(FormatDeclaration(*function))) + "<tool|>";
       }
       prev = Prev::kOther;
@@ -504,19 +539,22 @@ Result<std::string> RenderGemma4Chat(const json& messages, const json& tools, co
     if (!m.tool_responses.empty()) {
       for (const auto& [name, response] : m.tool_responses) {
         out += "<|tool_response>response:" + name + "{";
-        out += response.is_object() ? FormatMapping(response) : "value:" + FormatArgument(response, false);
+        out += response.is_object() ? FormatMapping(response)
+                                    : "value:" + FormatArgument(response, false);
         out += "}<tool_response|>";
       }
       prev = Prev::kToolResponse;
     }
-    G4_ASSIGN_OR_RETURN(std::string text, ContentText(m.content, m.role == "model", m.source_index));
+    G4_ASSIGN_OR_RETURN(std::string text,
+                        ContentText(m.content, m.role == "model", m.source_index));
     out += text;
     if (!(!m.tool_responses.empty() && !Truthy(m.content))) out += "<turn|>\n";
   }
 
   if (options.add_generation_prompt) {
     if (prev != Prev::kToolResponse) out += "<|turn>model\n";
-    if (!options.enable_thinking && f.empty_thought_in_prompt) out += Str(kChannelOpen, kThoughtHeader, kChannelClose);
+    if (!options.enable_thinking && f.empty_thought_in_prompt)
+      out += Str(kChannelOpen, kThoughtHeader, kChannelClose);
   }
   return out;
 }
@@ -544,7 +582,9 @@ class ArgumentParser {
                           s_.substr(0, 200), "\"");
   }
   void SkipSpace() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t' || s_[pos_] == '\r')) ++pos_;
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t' || s_[pos_] == '\r'))
+      ++pos_;
   }
   bool Consume(std::string_view token) {
     if (s_.substr(pos_, token.size()) != token) return false;
@@ -562,9 +602,12 @@ class ArgumentParser {
     size_t start = pos_ - 1;
     bool escaped = false;
     for (; pos_ < s_.size(); ++pos_) {
-      if (escaped) escaped = false;
-      else if (s_[pos_] == '\\') escaped = true;
-      else if (s_[pos_] == '"') break;
+      if (escaped)
+        escaped = false;
+      else if (s_[pos_] == '\\')
+        escaped = true;
+      else if (s_[pos_] == '"')
+        break;
     }
     if (pos_ >= s_.size()) return Error("unterminated string");
     ++pos_;
@@ -651,9 +694,7 @@ class ArgumentParser {
 
 }  // namespace
 
-Result<json> ParseGemma4Arguments(std::string_view text) {
-  return ArgumentParser(text).ParseTop();
-}
+Result<json> ParseGemma4Arguments(std::string_view text) { return ArgumentParser(text).ParseTop(); }
 
 void Gemma4OutputParser::EmitText(std::string_view text, ChatOutput* out) {
   if (state_ == State::kReasoning) {
@@ -710,8 +751,11 @@ void Gemma4OutputParser::Drain(bool final, ChatOutput* out) {
       continue;
     }
     if (state_ == State::kReasoning && reasoning_header_pending_) {
-      if (buf.size() < kThoughtHeader.size() && kThoughtHeader.substr(0, buf.size()) == buf && !final) return;
-      if (buf.substr(0, kThoughtHeader.size()) == kThoughtHeader) buffer_.erase(0, kThoughtHeader.size());
+      if (buf.size() < kThoughtHeader.size() && kThoughtHeader.substr(0, buf.size()) == buf &&
+          !final)
+        return;
+      if (buf.substr(0, kThoughtHeader.size()) == kThoughtHeader)
+        buffer_.erase(0, kThoughtHeader.size());
       reasoning_header_pending_ = false;
       continue;
     }
@@ -737,7 +781,8 @@ void Gemma4OutputParser::Drain(bool final, ChatOutput* out) {
       if (!final && lt != std::string_view::npos) {
         std::string_view tail = buf.substr(lt);
         for (auto [marker, act] : markers)
-          if (tail.size() < marker.size() && marker.substr(0, tail.size()) == tail) hold = tail.size();
+          if (tail.size() < marker.size() && marker.substr(0, tail.size()) == tail)
+            hold = tail.size();
       }
       EmitText(buf.substr(0, buf.size() - hold), out);
       buffer_.erase(0, buffer_.size() - hold);
@@ -746,10 +791,20 @@ void Gemma4OutputParser::Drain(bool final, ChatOutput* out) {
     EmitText(buf.substr(0, best), out);
     buffer_.erase(0, best + found.size());
     switch (action) {
-      case 1: state_ = State::kReasoning; reasoning_header_pending_ = true; break;
-      case 2: state_ = State::kToolCall; break;
-      case 3: state_ = State::kContent; break;
-      default: state_ = State::kDone; buffer_.clear(); break;
+      case 1:
+        state_ = State::kReasoning;
+        reasoning_header_pending_ = true;
+        break;
+      case 2:
+        state_ = State::kToolCall;
+        break;
+      case 3:
+        state_ = State::kContent;
+        break;
+      default:
+        state_ = State::kDone;
+        buffer_.clear();
+        break;
     }
   }
 }
@@ -796,12 +851,14 @@ ChatTemplateInfo DetectChatTemplate(const std::string& jinja) {
     if (has("<start_of_turn>")) {
       info.revision = "gemma3";
       info.features_found = "<start_of_turn>/<end_of_turn> turns";
-      info.warning = "chat_template.jinja is a Gemma-3 template (<start_of_turn>); this is not a "
-                     "Gemma-4 prompt format. g4 renders the Gemma-4 format instead.";
+      info.warning =
+          "chat_template.jinja is a Gemma-3 template (<start_of_turn>); this is not a "
+          "Gemma-4 prompt format. g4 renders the Gemma-4 format instead.";
     } else {
       info.revision = "unknown";
-      info.warning = "chat_template.jinja has no <|turn> marker: not a Gemma-4 template. g4 renders "
-                     "its built-in Gemma-4 format instead.";
+      info.warning =
+          "chat_template.jinja has no <|turn> marker: not a Gemma-4 template. g4 renders "
+          "its built-in Gemma-4 format instead.";
     }
     return info;
   }
@@ -813,11 +870,15 @@ ChatTemplateInfo DetectChatTemplate(const std::string& jinja) {
   f.continue_after_tool_response =
       has("prev_message_type == 'tool_response' and message['tool_calls']");
   bool tool_guards = has("!= 'tool'") || has("!= \"tool\"");
-  info.features_found = Str("think marker ", f.think_newline ? "\"<|think|>\\n\"" : think_plain ? "\"<|think|>\"" : "absent",
-                            "; empty thought channel in generation prompt: ", f.empty_thought_in_prompt ? "yes" : "no",
-                            "; reasoning replay for tool calls: ", f.replay_tool_reasoning ? "yes" : "no",
-                            "; turn continues after tool responses: ", f.continue_after_tool_response ? "yes" : "no",
-                            "; role != 'tool' guards: ", tool_guards ? "yes" : "no");
+  info.features_found = Str(
+      "think marker ",
+      f.think_newline ? "\"<|think|>\\n\""
+      : think_plain   ? "\"<|think|>\""
+                      : "absent",
+      "; empty thought channel in generation prompt: ", f.empty_thought_in_prompt ? "yes" : "no",
+      "; reasoning replay for tool calls: ", f.replay_tool_reasoning ? "yes" : "no",
+      "; turn continues after tool responses: ", f.continue_after_tool_response ? "yes" : "no",
+      "; role != 'tool' guards: ", tool_guards ? "yes" : "no");
   struct Known {
     const char* name;
     bool think_newline, empty_thought, replay, continue_turn;
@@ -832,7 +893,8 @@ ChatTemplateInfo DetectChatTemplate(const std::string& jinja) {
   if ((think_plain || f.think_newline) && !tool_guards) {
     for (const Known& k : kKnown) {
       if (k.think_newline == f.think_newline && k.empty_thought == f.empty_thought_in_prompt &&
-          k.replay == f.replay_tool_reasoning && k.continue_turn == f.continue_after_tool_response) {
+          k.replay == f.replay_tool_reasoning &&
+          k.continue_turn == f.continue_after_tool_response) {
         info.revision = k.name;
         info.known = true;
         return info;
@@ -840,9 +902,10 @@ ChatTemplateInfo DetectChatTemplate(const std::string& jinja) {
     }
   }
   info.revision = "unknown";
-  info.warning = Str("chat_template.jinja is a Gemma-4 template but not a known revision (",
-                     info.features_found, tool_guards ? "; looks like the newer revision with tool-role guards" : "",
-                     "). g4 renders with the features it detected; check the prompt with `g4 inspect`.");
+  info.warning = Str(
+      "chat_template.jinja is a Gemma-4 template but not a known revision (", info.features_found,
+      tool_guards ? "; looks like the newer revision with tool-role guards" : "",
+      "). g4 renders with the features it detected; check the prompt with `g4 inspect`.");
   return info;
 }
 

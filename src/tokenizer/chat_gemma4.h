@@ -99,7 +99,7 @@ struct ChatTemplateInfo {
   std::string revision;  // "gemma4-base", "gemma4-interleaved", "gemma4-no-empty-thought",
                          // "gemma3", or "unknown"
   bool known = false;
-  std::string warning;   // empty when known
+  std::string warning;         // empty when known
   std::string features_found;  // human-readable list, for `g4 inspect`
   Gemma4TemplateFeatures features;
 };

@@ -12,11 +12,14 @@ namespace {
 using nlohmann::json;
 
 Gemma4TemplateFeatures BaseFeatures() {
-  return Gemma4TemplateFeatures{.think_newline = false, .empty_thought_in_prompt = true,
-                                .replay_tool_reasoning = false, .continue_after_tool_response = false};
+  return Gemma4TemplateFeatures{.think_newline = false,
+                                .empty_thought_in_prompt = true,
+                                .replay_tool_reasoning = false,
+                                .continue_after_tool_response = false};
 }
 
-std::string MustRender(const json& messages, const json& tools, const Gemma4ChatOptions& options = {}) {
+std::string MustRender(const json& messages, const json& tools,
+                       const Gemma4ChatOptions& options = {}) {
   auto result = RenderGemma4Chat(messages, tools, options);
   EXPECT_TRUE(result.ok()) << result.status().message();
   return result.ok() ? *result : std::string();
@@ -37,14 +40,17 @@ TEST(Gemma4Chat, DocFixturesReproduceIds) {
     std::vector<int> ids;
   };
   std::vector<Fixture> fixtures = {
-      {json::parse(R"([{"role":"user","content":"Hello"}])"), false,
-       {105, 2364, 107, 9259, 106, 107, 105, 4368, 107, 100, 45518, 107, 101}},
-      {json::parse(R"([{"role":"user","content":"Hello"}])"), true,
-       {105, 9731, 107, 98, 107, 106, 107, 105, 2364, 107, 9259, 106, 107, 105, 4368, 107}},
-      {json::parse(R"([{"role":"system","content":"Be precise."},{"role":"user","content":"Explain slices."}])"),
+      {json::parse(R"([{"role":"user","content":"Hello"}])"),
        false,
-       {105, 9731, 107, 3912, 18997, 236761, 106, 107, 105, 2364, 107, 155122, 32892, 236761, 106, 107,
-        105, 4368, 107, 100, 45518, 107, 101}},
+       {105, 2364, 107, 9259, 106, 107, 105, 4368, 107, 100, 45518, 107, 101}},
+      {json::parse(R"([{"role":"user","content":"Hello"}])"),
+       true,
+       {105, 9731, 107, 98, 107, 106, 107, 105, 2364, 107, 9259, 106, 107, 105, 4368, 107}},
+      {json::parse(
+           R"([{"role":"system","content":"Be precise."},{"role":"user","content":"Explain slices."}])"),
+       false,
+       {105,   9731,   107, 3912, 18997, 236761, 106, 107, 105,   2364, 107, 155122,
+        32892, 236761, 106, 107,  105,   4368,   107, 100, 45518, 107,  101}},
   };
   for (const Fixture& f : fixtures) {
     Gemma4ChatOptions options;
@@ -67,7 +73,8 @@ TEST(Gemma4Chat, MultiTurnFixtureFromGoldenFile) {
   for (const json& c : golden["gemma4_llamacpp_fixture"]["cases"])
     if (c["text"].get<std::string>().rfind(wanted, 0) == 0) fixture = &c;
   ASSERT_NE(fixture, nullptr);
-  json messages = json::parse(R"([{"role":"user","content":"Compute 1+1."},{"role":"assistant","content":"2"},
+  json messages =
+      json::parse(R"([{"role":"user","content":"Compute 1+1."},{"role":"assistant","content":"2"},
     {"role":"user","content":"Now double it."},{"role":"assistant","content":"4"},{"role":"user","content":"Why?"}])");
   std::string prompt = MustRender(messages, nullptr);
   EXPECT_EQ(prompt, "<bos>" + (*fixture)["text"].get<std::string>());
@@ -85,8 +92,8 @@ TEST(Gemma4Chat, MatchesJinjaRenderedGolden) {
   int compared = 0;
   for (const json& c : golden["cases"]) {
     for (const char* revision : {"base", "interleaved"}) {
-      SCOPED_TRACE(Str(c["name"].get<std::string>(), " / ", revision, " / thinking=", c["enable_thinking"],
-                       " / gen=", c["add_generation_prompt"]));
+      SCOPED_TRACE(Str(c["name"].get<std::string>(), " / ", revision, " / thinking=",
+                       c["enable_thinking"], " / gen=", c["add_generation_prompt"]));
       Gemma4ChatOptions options;
       options.enable_thinking = c["enable_thinking"];
       options.add_generation_prompt = c["add_generation_prompt"];
@@ -112,13 +119,16 @@ TEST(Gemma4Chat, ThinkingOnOffGenerationPrompt) {
   json messages = json::parse(R"([{"role":"user","content":"Hi"}])");
   Gemma4ChatOptions on;
   on.enable_thinking = true;
-  EXPECT_EQ(MustRender(messages, nullptr, on), "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n");
+  EXPECT_EQ(MustRender(messages, nullptr, on),
+            "<bos><|turn>system\n<|think|>\n<turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n");
   Gemma4ChatOptions off;
-  EXPECT_EQ(MustRender(messages, nullptr, off), "<bos><|turn>user\nHi<turn|>\n<|turn>model\n<|channel>thought\n<channel|>");
+  EXPECT_EQ(MustRender(messages, nullptr, off),
+            "<bos><|turn>user\nHi<turn|>\n<|turn>model\n<|channel>thought\n<channel|>");
   off.features.empty_thought_in_prompt = false;
   EXPECT_EQ(MustRender(messages, nullptr, off), "<bos><|turn>user\nHi<turn|>\n<|turn>model\n");
   on.features.think_newline = false;
-  EXPECT_EQ(MustRender(messages, nullptr, on), "<bos><|turn>system\n<|think|><turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n");
+  EXPECT_EQ(MustRender(messages, nullptr, on),
+            "<bos><|turn>system\n<|think|><turn|>\n<|turn>user\nHi<turn|>\n<|turn>model\n");
 }
 
 TEST(Gemma4Chat, RejectsWhatItCannotRender) {
@@ -127,8 +137,11 @@ TEST(Gemma4Chat, RejectsWhatItCannotRender) {
     return r.ok() ? std::string("(rendered)") : r.status().message();
   };
   EXPECT_NE(error("[]").find("non-empty"), std::string::npos);
-  EXPECT_NE(error(R"([{"role":"user","content":"x"},{"role":"tool","content":"y"}])").find("tool_calls"), std::string::npos);
-  EXPECT_NE(error(R"([{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}])").find("image_url"),
+  EXPECT_NE(
+      error(R"([{"role":"user","content":"x"},{"role":"tool","content":"y"}])").find("tool_calls"),
+      std::string::npos);
+  EXPECT_NE(error(R"([{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}])")
+                .find("image_url"),
             std::string::npos);
   EXPECT_NE(error(R"([{"role":"wizard","content":"x"}])").find("wizard"), std::string::npos);
   EXPECT_NE(error(R"([{"content":"x"}])").find("role"), std::string::npos);
@@ -137,7 +150,8 @@ TEST(Gemma4Chat, RejectsWhatItCannotRender) {
 // --- output parsing ---------------------------------------------------------------------------
 
 TEST(Gemma4Output, ReasoningContentAndEnd) {
-  ChatOutput out = ParseGemma4Output("<|channel>thought\nLet me think.<channel|>\n\nThe answer is 4.<turn|>ignored");
+  ChatOutput out = ParseGemma4Output(
+      "<|channel>thought\nLet me think.<channel|>\n\nThe answer is 4.<turn|>ignored");
   EXPECT_EQ(out.reasoning, "Let me think.");
   EXPECT_EQ(out.content, "The answer is 4.");
   EXPECT_TRUE(out.tool_calls.empty());
@@ -151,15 +165,19 @@ TEST(Gemma4Output, ReasoningContentAndEnd) {
 
 TEST(Gemma4Output, ToolCalls) {
   ChatOutput out = ParseGemma4Output(
-      "<|channel>thought\nNeed weather.<channel|><|tool_call>call:get_weather{location:<|\"|>Paris, FR<|\"|>,"
-      "days:3,detail:{hourly:true,fields:[<|\"|>temp<|\"|>,<|\"|>wind<|\"|>]},ratio:0.5,note:None}<tool_call|>"
+      "<|channel>thought\nNeed "
+      "weather.<channel|><|tool_call>call:get_weather{location:<|\"|>Paris, FR<|\"|>,"
+      "days:3,detail:{hourly:true,fields:[<|\"|>temp<|\"|>,<|\"|>wind<|\"|>]},ratio:0.5,note:None}<"
+      "tool_call|>"
       "<|tool_call>call:get_time{}<tool_call|><|tool_response>");
   EXPECT_EQ(out.reasoning, "Need weather.");
   EXPECT_EQ(out.content, "");
   ASSERT_EQ(out.tool_calls.size(), 2u);
   EXPECT_EQ(out.tool_calls[0].name, "get_weather");
-  EXPECT_EQ(json::parse(out.tool_calls[0].arguments),
-            json::parse(R"({"location":"Paris, FR","days":3,"detail":{"hourly":true,"fields":["temp","wind"]},
+  EXPECT_EQ(
+      json::parse(out.tool_calls[0].arguments),
+      json::parse(
+          R"({"location":"Paris, FR","days":3,"detail":{"hourly":true,"fields":["temp","wind"]},
                             "ratio":0.5,"note":null})"));
   EXPECT_EQ(out.tool_calls[1].name, "get_time");
   EXPECT_EQ(out.tool_calls[1].arguments, "{}");
@@ -182,8 +200,10 @@ TEST(Gemma4Output, ArgumentSyntax) {
   EXPECT_EQ(parse("{a:<|\"|>x, y}: z<|\"|>}"), json::parse(R"({"a":"x, y}: z"})"));
   EXPECT_EQ(parse("{<|\"|>quoted key<|\"|>:-2.5e3,b:false,c:[],d:{}}"),
             json::parse(R"({"quoted key":-2500.0,"b":false,"c":[],"d":{}})"));
-  EXPECT_EQ(parse("{ a : 1 , b : [ 1 , [2] , {c:null} ] }"), json::parse(R"({"a":1,"b":[1,[2],{"c":null}]})"));
-  EXPECT_EQ(parse(R"({s:"json \"escaped\"",w:bare words})"), json::parse(R"({"s":"json \"escaped\"","w":"bare words"})"));
+  EXPECT_EQ(parse("{ a : 1 , b : [ 1 , [2] , {c:null} ] }"),
+            json::parse(R"({"a":1,"b":[1,[2],{"c":null}]})"));
+  EXPECT_EQ(parse(R"({s:"json \"escaped\"",w:bare words})"),
+            json::parse(R"({"s":"json \"escaped\"","w":"bare words"})"));
   EXPECT_FALSE(ParseGemma4Arguments("{a:1").ok());
   EXPECT_FALSE(ParseGemma4Arguments("{a:1}}").ok());
   EXPECT_FALSE(ParseGemma4Arguments("{a}").ok());
@@ -191,12 +211,16 @@ TEST(Gemma4Output, ArgumentSyntax) {
 
 // Arguments -> Gemma syntax (renderer) -> JSON (parser) gives the arguments back.
 TEST(Gemma4Output, ToolCallRoundTrip) {
-  json args = json::parse(R"({"query":"slices 世界 \"q\"","limit":5,"exact":false,"score":0.25,"big":1e20,
+  json args =
+      json::parse(R"({"query":"slices 世界 \"q\"","limit":5,"exact":false,"score":0.25,"big":1e20,
                               "small":1.5e-7,"tags":["a","b"],"filters":{"lang":"en","Nested":{"deep":[1,{"k":null}]}}})");
-  json messages = json::array({{{"role", "user"}, {"content", "go"}},
-                               {{"role", "assistant"},
-                                {"tool_calls", json::array({{{"id", "1"}, {"type", "function"},
-                                                             {"function", {{"name", "search"}, {"arguments", args.dump()}}}}})}}});
+  json messages = json::array(
+      {{{"role", "user"}, {"content", "go"}},
+       {{"role", "assistant"},
+        {"tool_calls",
+         json::array({{{"id", "1"},
+                       {"type", "function"},
+                       {"function", {{"name", "search"}, {"arguments", args.dump()}}}}})}}});
   std::string prompt = MustRender(messages, nullptr);
   size_t open = prompt.find("<|tool_call>");
   size_t close = prompt.find("<tool_call|>");
@@ -229,7 +253,8 @@ TEST(Gemma4Output, StreamingMatchesWholeAtEverySplit) {
       }
       joined.content += delta.content;
       joined.reasoning += delta.reasoning;
-      joined.tool_calls.insert(joined.tool_calls.end(), delta.tool_calls.begin(), delta.tool_calls.end());
+      joined.tool_calls.insert(joined.tool_calls.end(), delta.tool_calls.begin(),
+                               delta.tool_calls.end());
     }
     ChatOutput rest = parser.Finish();
     joined.content += rest.content;
@@ -263,9 +288,11 @@ TEST(Gemma4Chat, DetectChatTemplate) {
   EXPECT_EQ(info.revision, "gemma4-no-empty-thought");
   EXPECT_FALSE(info.features.empty_thought_in_prompt);
 
-  const std::string interleaved = common + "{{- '<|think|>\\n' -}}{{- '<|channel>thought\\n<channel|>' -}}"
-      "{%- if message['reasoning_content'] -%}{%- if not (ns.prev_message_type == 'tool_response' and "
-      "message['tool_calls']) -%}";
+  const std::string interleaved = common +
+                                  "{{- '<|think|>\\n' -}}{{- '<|channel>thought\\n<channel|>' -}}"
+                                  "{%- if message['reasoning_content'] -%}{%- if not "
+                                  "(ns.prev_message_type == 'tool_response' and "
+                                  "message['tool_calls']) -%}";
   info = DetectChatTemplate(interleaved);
   EXPECT_EQ(info.revision, "gemma4-interleaved");
   EXPECT_TRUE(info.known);

@@ -63,8 +63,8 @@ size_t NextCodePoint(std::string_view s, size_t i, uint32_t* cp) {
   }
   if (c >= 0xF0 && c <= 0xF4) {
     if (!cont(1) || !cont(2) || !cont(3)) return 1;
-    uint32_t v = ((c & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) |
-                 (p[3] & 0x3Fu);
+    uint32_t v =
+        ((c & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) | (p[3] & 0x3Fu);
     if (v < 0x10000 || v > 0x10FFFF) return 1;
     *cp = v;
     return 4;
@@ -129,10 +129,13 @@ struct Tokenizer::PieceTable {
   size_t Probe(std::string_view piece, uint64_t h, const std::vector<std::string>& pieces) const {
     uint32_t tag = static_cast<uint32_t>(h >> 32);
     size_t i = h & mask;
-    while (slots[i].id >= 0 && (slots[i].tag != tag || pieces[slots[i].id] != piece)) i = (i + 1) & mask;
+    while (slots[i].id >= 0 && (slots[i].tag != tag || pieces[slots[i].id] != piece))
+      i = (i + 1) & mask;
     return i;
   }
-  static uint32_t Tag(std::string_view piece) { return static_cast<uint32_t>(HashBytes(piece) >> 32); }
+  static uint32_t Tag(std::string_view piece) {
+    return static_cast<uint32_t>(HashBytes(piece) >> 32);
+  }
 };
 
 struct Tokenizer::MergeTable {
@@ -144,7 +147,8 @@ struct Tokenizer::MergeTable {
   uint64_t mask = 0;
   static constexpr uint64_t kEmpty = ~0ull;
   static uint64_t Key(int left, int right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+           static_cast<uint32_t>(right);
   }
   static size_t Hash(uint64_t key) { return (key * 0x9E3779B97F4A7C15ull) >> 20; }
   void Init(size_t n) {
@@ -281,7 +285,8 @@ bool IsNullOrMissing(simdjson::simdjson_result<element> value) {
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& path) {
   if (!FileExists(path))
-    return Status::Errorf("tokenizer ", path, ": file not found (a model directory needs tokenizer.json)");
+    return Status::Errorf("tokenizer ", path,
+                          ": file not found (a model directory needs tokenizer.json)");
   simdjson::padded_string json;
   if (auto error = simdjson::padded_string::load(path).get(json); error != simdjson::SUCCESS)
     return Status::Errorf("tokenizer ", path, ": cannot read: ", simdjson::error_message(error));
@@ -306,12 +311,15 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
   std::string_view type;
   if (model["type"].get(type) != simdjson::SUCCESS)
     return Status::Error("model.type is missing (g4 reads BPE tokenizers only)");
-  if (type != "BPE") return Status::Errorf("model.type is \"", type, "\"; g4 reads BPE tokenizers only");
+  if (type != "BPE")
+    return Status::Errorf("model.type is \"", type, "\"; g4 reads BPE tokenizers only");
   simdjson::dom::object vocab;
-  if (model["vocab"].get(vocab) != simdjson::SUCCESS) return Status::Error("model.vocab is missing");
+  if (model["vocab"].get(vocab) != simdjson::SUCCESS)
+    return Status::Error("model.vocab is missing");
   if (vocab.size() == 0) return Status::Error("model.vocab is empty");
   simdjson::dom::array merges;
-  if (model["merges"].get(merges) != simdjson::SUCCESS) return Status::Error("model.merges is missing");
+  if (model["merges"].get(merges) != simdjson::SUCCESS)
+    return Status::Error("model.merges is missing");
 
   auto get_bool = [&](const char* key, bool* out) {
     bool value;
@@ -366,7 +374,8 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
     size_t slot = piece_table_->Probe(field.key, model_pieces_);
     if (piece_table_->slots[slot].id >= 0)
       return Status::Errorf("model.vocab: piece \"", field.key, "\" appears twice");
-    piece_table_->slots[slot] = PieceTable::Slot{PieceTable::Tag(field.key), static_cast<int32_t>(id)};
+    piece_table_->slots[slot] =
+        PieceTable::Slot{PieceTable::Tag(field.key), static_cast<int32_t>(id)};
   }
   pieces_ = model_pieces_;
 
@@ -377,8 +386,10 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
     uint32_t cp;
     size_t len = NextCodePoint(model_pieces_[id], 0, &cp);
     if (cp == kInvalidCodePoint || len != model_pieces_[id].size()) continue;
-    if (cp < 0x10000) bmp_char_id_[cp] = static_cast<int32_t>(id);
-    else astral_char_id_[cp] = static_cast<int32_t>(id);
+    if (cp < 0x10000)
+      bmp_char_id_[cp] = static_cast<int32_t>(id);
+    else
+      astral_char_id_[cp] = static_cast<int32_t>(id);
   }
   for (int b = 0; b < 256; ++b) {
     static const char kHex[] = "0123456789ABCDEF";
@@ -446,15 +457,19 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
       int32_t id = table.slots[hashes[j] & table.mask].id;
       if (id >= 0) __builtin_prefetch(&model_pieces_[id]);
     }
-    for (size_t j = 0; j < 3 * n; ++j) ids[j] = table.slots[table.Probe(keys[j], hashes[j], model_pieces_)].id;
+    for (size_t j = 0; j < 3 * n; ++j)
+      ids[j] = table.slots[table.Probe(keys[j], hashes[j], model_pieces_)].id;
     for (size_t k = 0; k < n; ++k) {
       if (ids[3 * k] < 0 || ids[3 * k + 1] < 0 || ids[3 * k + 2] < 0)
         return Status::Errorf("model.merges[", base + k, "] (\"", pairs[base + k].first, "\", \"",
                               pairs[base + k].second, "\") names a piece missing from the vocab");
-      __builtin_prefetch(&merges_->slots[MergeTable::Hash(MergeTable::Key(ids[3 * k], ids[3 * k + 1])) & merges_->mask]);
+      __builtin_prefetch(
+          &merges_->slots[MergeTable::Hash(MergeTable::Key(ids[3 * k], ids[3 * k + 1])) &
+                          merges_->mask]);
     }
     for (size_t k = 0; k < n; ++k)
-      merges_->Put(ids[3 * k], ids[3 * k + 1], Merge{static_cast<int32_t>(base + k), ids[3 * k + 2]});
+      merges_->Put(ids[3 * k], ids[3 * k + 1],
+                   Merge{static_cast<int32_t>(base + k), ids[3 * k + 2]});
   }
 
   // Added tokens: matched before BPE. lstrip/rstrip/single_word change matching in ways g4
@@ -470,7 +485,8 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
       for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
         bool value = false;
         if (token[flag].get(value) == simdjson::SUCCESS && value)
-          return Status::Errorf("added_tokens: \"", content, "\" sets ", flag, ", which g4 does not support");
+          return Status::Errorf("added_tokens: \"", content, "\" sets ", flag,
+                                ", which g4 does not support");
       }
       bool special = false, normalized = false;
       TryGet(token["special"], &special);
@@ -479,7 +495,8 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
       has_piece_[id] = 1;
       special_[id] = special;
       added_[std::string(content)] = static_cast<int>(id);
-      (normalized ? normalized_tokens : raw_tokens).emplace_back(std::string(content), static_cast<int>(id));
+      (normalized ? normalized_tokens : raw_tokens)
+          .emplace_back(std::string(content), static_cast<int>(id));
     }
   }
   added_raw_ = std::make_unique<AddedTrie>();
@@ -505,10 +522,12 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
       std::string_view stype;
       TryGet(step["type"], &stype);
       if (stype != "Replace")
-        return Status::Errorf("normalizer \"", stype, "\" is not supported (g4 supports literal Replace)");
+        return Status::Errorf("normalizer \"", stype,
+                              "\" is not supported (g4 supports literal Replace)");
       element pattern;
       std::string_view content;
-      if (step["pattern"].get(pattern) != simdjson::SUCCESS || step["content"].get(content) != simdjson::SUCCESS)
+      if (step["pattern"].get(pattern) != simdjson::SUCCESS ||
+          step["content"].get(content) != simdjson::SUCCESS)
         return Status::Error("normalizer: Replace without pattern/content");
       G4_ASSIGN_OR_RETURN(std::string from, LiteralPattern(pattern, "normalizer Replace"));
       if (from.empty()) return Status::Error("normalizer: Replace with an empty pattern");
@@ -541,7 +560,8 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
     std::vector<element> steps;
     if (dtype == "Sequence") {
       simdjson::dom::array list;
-      if (decoder["decoders"].get(list) != simdjson::SUCCESS) return Status::Error("decoder: Sequence without decoders");
+      if (decoder["decoders"].get(list) != simdjson::SUCCESS)
+        return Status::Error("decoder: Sequence without decoders");
       for (element step : list) steps.push_back(step);
     } else {
       steps.push_back(decoder);
@@ -554,7 +574,8 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
       if (stype == "Replace" && stage == 0) {
         element pattern;
         std::string_view content;
-        if (step["pattern"].get(pattern) != simdjson::SUCCESS || step["content"].get(content) != simdjson::SUCCESS)
+        if (step["pattern"].get(pattern) != simdjson::SUCCESS ||
+            step["content"].get(content) != simdjson::SUCCESS)
           return Status::Error("decoder: Replace without pattern/content");
         G4_ASSIGN_OR_RETURN(std::string from, LiteralPattern(pattern, "decoder Replace"));
         decode_replacements.emplace_back(std::move(from), std::string(content));
@@ -563,7 +584,8 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
       } else if (stype == "Fuse" && stage <= 1) {
         stage = 2;
       } else {
-        return Status::Errorf("decoder step \"", stype, "\" is not supported here (g4 supports "
+        return Status::Errorf("decoder step \"", stype,
+                              "\" is not supported here (g4 supports "
                               "Replace*, ByteFallback, Fuse)");
       }
     }
@@ -576,15 +598,20 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
     }
     byte_value_.assign(n, -1);
     if (stage >= 1)
-      for (size_t id = 0; id < n; ++id) byte_value_[id] = static_cast<int16_t>(ByteTokenValue(decoded_[id]));
+      for (size_t id = 0; id < n; ++id)
+        byte_value_[id] = static_cast<int16_t>(ByteTokenValue(decoded_[id]));
   } else {
     return Status::Error("no decoder (g4 expects Gemma's Replace/ByteFallback/Fuse decoder)");
   }
 
-  if (auto it = added_.find("<bos>"); it != added_.end()) bos_id_ = it->second;
-  else bos_id_ = ModelPieceId("<bos>");
-  if (auto it = added_.find("<eos>"); it != added_.end()) eos_id_ = it->second;
-  else eos_id_ = ModelPieceId("<eos>");
+  if (auto it = added_.find("<bos>"); it != added_.end())
+    bos_id_ = it->second;
+  else
+    bos_id_ = ModelPieceId("<bos>");
+  if (auto it = added_.find("<eos>"); it != added_.end())
+    eos_id_ = it->second;
+  else
+    eos_id_ = ModelPieceId("<eos>");
   return OkStatus();
 }
 
@@ -654,7 +681,9 @@ void Tokenizer::EncodeSegment(std::string_view segment, std::vector<int>* out) c
   size_t part_start = 0, pos = 0;
   while (pos < text.size()) {
     int id = -1;
-    size_t len = trie.CanStart(static_cast<unsigned char>(text[pos])) ? trie.LongestMatch(text, pos, &id) : 0;
+    size_t len = trie.CanStart(static_cast<unsigned char>(text[pos]))
+                     ? trie.LongestMatch(text, pos, &id)
+                     : 0;
     if (len > 0) {
       pre_tokenize_and_bpe(text.substr(part_start, pos - part_start));
       out->push_back(id);
@@ -734,7 +763,8 @@ void Tokenizer::Bpe(std::string_view word, std::vector<int>* out) const {
   const MergeTable& merges = *merges_;
   for (size_t i = 0; i + 1 < symbols.size(); ++i) {
     if (const Merge* m = merges.Find(symbols[i].id, symbols[i + 1].id))
-      heap.push_back(QueuedMerge{m->rank, static_cast<int32_t>(i), m->new_id, symbols[i].id, symbols[i + 1].id});
+      heap.push_back(QueuedMerge{m->rank, static_cast<int32_t>(i), m->new_id, symbols[i].id,
+                                 symbols[i + 1].id});
   }
   std::make_heap(heap.begin(), heap.end(), LaterMerge());
   while (!heap.empty()) {
@@ -866,11 +896,20 @@ Status CheckGemma4Tokenizer(const Tokenizer& tokenizer) {
                             ") is not marked special, so prompts would not parse it");
   }
   std::vector<int> ids = tokenizer.Encode("hello world");
-  if (ids.empty()) return Status::Errorf("tokenizer ", path, ": \"hello world\" encodes to nothing");
+  if (ids.empty())
+    return Status::Errorf("tokenizer ", path, ": \"hello world\" encodes to nothing");
   for (int id : ids)
     if (id == tokenizer.unk_id() || tokenizer.Piece(id) == "<unk>")
-      return Status::Errorf("tokenizer ", path, ": \"hello world\" encodes to <unk>; the vocabulary is broken");
+      return Status::Errorf("tokenizer ", path,
+                            ": \"hello world\" encodes to <unk>; the vocabulary is broken");
   return OkStatus();
+}
+
+std::vector<int> Gemma4StopTokenIds(const Tokenizer& tokenizer) {
+  std::vector<int> ids;
+  for (const char* piece : {"<eos>", "<turn|>", "<|tool_response>"})
+    if (auto id = tokenizer.Find(piece)) ids.push_back(*id);
+  return ids;
 }
 
 }  // namespace g4

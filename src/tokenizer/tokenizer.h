@@ -1,5 +1,6 @@
-// Tokenizer: a Hugging Face tokenizer.json (BPE with byte fallback, as Gemma ships it), read in C++.
-// Output must equal HF tokenizers' on every input (tools/tokenizer_diff.js checks that in ctest).
+// Tokenizer: a Hugging Face tokenizer.json (BPE with byte fallback, as Gemma ships it), read in
+// C++. Output must equal HF tokenizers' on every input (tools/tokenizer_diff.js checks that in
+// ctest).
 //
 // Pipeline (shared/docs/tokenizer-and-assets.md §1):
 //   1. Added tokens (special or not) are cut out of the raw text first, leftmost-longest.
@@ -60,9 +61,9 @@ class Tokenizer {
     int32_t rank;
     int32_t new_id;
   };
-  struct MergeTable;   // (left id, right id) -> Merge, open addressing
-  struct PieceTable;   // model piece -> id, open addressing
-  struct AddedTrie;    // added-token contents, byte trie for leftmost-longest matching
+  struct MergeTable;  // (left id, right id) -> Merge, open addressing
+  struct PieceTable;  // model piece -> id, open addressing
+  struct AddedTrie;   // added-token contents, byte trie for leftmost-longest matching
 
   ~Tokenizer();
 
@@ -72,21 +73,22 @@ class Tokenizer {
   void EncodeSegment(std::string_view segment, std::vector<int>* out) const;
   void Bpe(std::string_view word, std::vector<int>* out) const;
   int ModelPieceId(std::string_view piece) const;  // -1 if absent
-  int CharId(uint32_t code_point) const;  // single-code-point model piece, or -1
+  int CharId(uint32_t code_point) const;           // single-code-point model piece, or -1
 
   std::string path_;
-  std::vector<std::string> pieces_;          // id -> piece (added content wins)
-  std::vector<std::string> model_pieces_;    // id -> model vocab piece
-  std::vector<std::string> decoded_;         // id -> piece with "▁" -> " "
-  std::vector<int16_t> byte_value_;          // id -> byte for <0xXX> tokens, else -1
+  std::vector<std::string> pieces_;        // id -> piece (added content wins)
+  std::vector<std::string> model_pieces_;  // id -> model vocab piece
+  std::vector<std::string> decoded_;       // id -> piece with "▁" -> " "
+  std::vector<int16_t> byte_value_;        // id -> byte for <0xXX> tokens, else -1
   std::vector<uint8_t> has_piece_;
   std::vector<uint8_t> special_;
   std::unordered_map<std::string, int> added_;  // added-token content -> id
   std::unique_ptr<PieceTable> piece_table_;
   std::unique_ptr<MergeTable> merges_;
-  std::unique_ptr<AddedTrie> added_raw_;         // normalized:false tokens: matched on raw text
-  std::unique_ptr<AddedTrie> added_normalized_;  // normalized:true tokens: matched after normalizing
-  std::vector<int32_t> bmp_char_id_;             // code point < 0x10000 -> model id or -1
+  std::unique_ptr<AddedTrie> added_raw_;  // normalized:false tokens: matched on raw text
+  std::unique_ptr<AddedTrie>
+      added_normalized_;              // normalized:true tokens: matched after normalizing
+  std::vector<int32_t> bmp_char_id_;  // code point < 0x10000 -> model id or -1
   std::unordered_map<uint32_t, int32_t> astral_char_id_;
   int byte_id_[256];
   // Normalizer: literal replacements applied in order (Gemma: " " -> "▁").
@@ -129,5 +131,10 @@ bool IsValidUtf8(std::string_view bytes);
 // to <unk>; ids 0/1/2/105/106 must be <pad>/<eos>/<bos>/<|turn>/<turn|>. A Gemma-3 tokenizer.json
 // (<start_of_turn>/<end_of_turn> at 105/106) is named as such in the error.
 Status CheckGemma4Tokenizer(const Tokenizer& tokenizer);
+
+// The Gemma-4 instruction models' stop tokens that this tokenizer has: <eos> (1), <turn|> (106)
+// and <|tool_response> (50, the model hands over to the tool). The engine should stop on the
+// union of these and config.json / generation_config.json eos_token_id.
+std::vector<int> Gemma4StopTokenIds(const Tokenizer& tokenizer);
 
 }  // namespace g4

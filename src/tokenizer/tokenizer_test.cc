@@ -50,9 +50,11 @@ TEST(TokenizerGolden, Gemma3AllCases) {
     EXPECT_EQ(ids, Ids(c["ids"]));
     EXPECT_EQ(tok->Encode(text, /*add_bos=*/true), Ids(c["ids_with_bos"]));
     ASSERT_EQ(c["tokens"].size(), ids.size());
-    for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(tok->Piece(ids[i]), c["tokens"][i].get<std::string>());
+    for (size_t i = 0; i < ids.size(); ++i)
+      EXPECT_EQ(tok->Piece(ids[i]), c["tokens"][i].get<std::string>());
     EXPECT_EQ(tok->Decode(Ids(c["ids"])), c["decoded"].get<std::string>());
-    EXPECT_EQ(tok->Decode(Ids(c["ids"]), /*skip_special=*/true), c["decoded_skip_special"].get<std::string>());
+    EXPECT_EQ(tok->Decode(Ids(c["ids"]), /*skip_special=*/true),
+              c["decoded_skip_special"].get<std::string>());
     if (c["roundtrip_exact"].get<bool>()) {
       EXPECT_EQ(tok->Decode(ids), text);
     }
@@ -120,6 +122,7 @@ TEST(Tokenizer, SpecialIdsAndLookups) {
   EXPECT_EQ(tok->Piece(262144), "");
   EXPECT_EQ(tok->Piece(-5), "");
   EXPECT_TRUE(CheckGemma4Tokenizer(*tok).ok()) << CheckGemma4Tokenizer(*tok).message();
+  EXPECT_EQ(Gemma4StopTokenIds(*tok), (std::vector<int>{1, 106, 50}));
 }
 
 TEST(Tokenizer, CheckNamesGemma3File) {
@@ -140,7 +143,8 @@ TEST(Tokenizer, DecodeByteRuns) {
   EXPECT_EQ(tok->Decode({byte(0xE4), byte(0xB8), byte(0x96), byte(0xFF), 9259}),
             "\uFFFD\uFFFD\uFFFD\uFFFDHello");
   // A skipped special token does not end a run; an out-of-range id is dropped.
-  EXPECT_EQ(tok->Decode({byte(0xE4), 2, byte(0xB8), 999999, byte(0x96)}, /*skip_special=*/true), "世");
+  EXPECT_EQ(tok->Decode({byte(0xE4), 2, byte(0xB8), 999999, byte(0x96)}, /*skip_special=*/true),
+            "世");
   EXPECT_EQ(tok->Decode({byte(0xE4), 2, byte(0xB8), byte(0x96)}), "\uFFFD<bos>\uFFFD\uFFFD");
   EXPECT_EQ(tok->Decode({236743, 138}), "   ");  // "▁" and the added "▁▁" both decode to spaces
 }
@@ -153,7 +157,10 @@ TEST(Tokenizer, EncodeAddedTokensBeforeNormalization) {
   EXPECT_EQ(tok->Encode("<|turn>user\n<bos>x"), (std::vector<int>{105, 2364, 107, 2, 236781}));
   EXPECT_TRUE(tok->Encode("").empty());
   // Invalid UTF-8 is encoded byte by byte rather than dropped.
-  std::vector<int> ids = tok->Encode(std::string("a\xFF" "b", 3));
+  std::vector<int> ids =
+      tok->Encode(std::string("a\xFF"
+                              "b",
+                              3));
   EXPECT_EQ(ids, (std::vector<int>{236746, 238 + 0xFF, 236763}));
 }
 
@@ -166,10 +173,18 @@ TEST(IncrementalDecoder, StreamEqualsDecodeAndNeverSplitsCharacters) {
     int n = 1 + rng() % 40;
     for (int i = 0; i < n; ++i) {
       switch (rng() % 4) {
-        case 0: ids.push_back(238 + rng() % 256); break;                    // any byte
-        case 1: ids.push_back(238 + 0x80 + rng() % 64); break;              // continuation byte
-        case 2: ids.push_back(interesting[rng() % interesting.size()]); break;
-        default: ids.push_back(rng() % 262144); break;
+        case 0:
+          ids.push_back(238 + rng() % 256);
+          break;  // any byte
+        case 1:
+          ids.push_back(238 + 0x80 + rng() % 64);
+          break;  // continuation byte
+        case 2:
+          ids.push_back(interesting[rng() % interesting.size()]);
+          break;
+        default:
+          ids.push_back(rng() % 262144);
+          break;
       }
     }
     for (bool skip : {false, true}) {
@@ -204,18 +219,20 @@ class TinyTokenizer : public ::testing::Test {
     return path;
   }
   static std::string Json(const std::string& merges, const std::string& extra_vocab = "") {
-    std::string vocab = R"("<unk>":0,"a":1,"b":2,"c":3,"ab":4,"bc":5,"abc":6,"aa":7,"▁":8,"▁a":9)" + extra_vocab;
+    std::string vocab =
+        R"("<unk>":0,"a":1,"b":2,"c":3,"ab":4,"bc":5,"abc":6,"aa":7,"▁":8,"▁a":9)" + extra_vocab;
     for (int b = 0; b < 256; ++b) {
       char piece[16];
       snprintf(piece, sizeof piece, "<0x%02X>", b);
       vocab += Str(",\"", piece, "\":", 100 + b);
     }
-    return Str(R"({"version":"1.0","added_tokens":[{"id":50,"content":"<s>","special":true,"normalized":false,"lstrip":false,"rstrip":false,"single_word":false}],
+    return Str(
+        R"({"version":"1.0","added_tokens":[{"id":50,"content":"<s>","special":true,"normalized":false,"lstrip":false,"rstrip":false,"single_word":false}],
       "normalizer":{"type":"Replace","pattern":{"String":" "},"content":"▁"},
       "pre_tokenizer":{"type":"Split","pattern":{"String":" "},"behavior":"MergedWithPrevious","invert":false},
       "decoder":{"type":"Sequence","decoders":[{"type":"Replace","pattern":{"String":"▁"},"content":" "},{"type":"ByteFallback"},{"type":"Fuse"}]},
       "model":{"type":"BPE","unk_token":"<unk>","byte_fallback":true,"fuse_unk":true,"vocab":{)",
-               vocab, R"(},"merges":)", merges, "}}");
+        vocab, R"(},"merges":)", merges, "}}");
   }
   std::unique_ptr<Tokenizer> LoadJson(const std::string& name, const std::string& contents) {
     auto result = Tokenizer::Load(Write(name, contents));
@@ -256,15 +273,18 @@ TEST_F(TinyTokenizer, LoadErrorsNameThePathAndTheProblem) {
       {"unigram.json", R"({"model":{"type":"Unigram","vocab":[]}})", "BPE"},
       {"novocab.json", R"({"model":{"type":"BPE","merges":[]}})", "vocab"},
       {"badmerge.json", Json(R"([["a","zz"]])"), "merges[0]"},
-      {"regex.json", R"({"normalizer":{"type":"Replace","pattern":{"Regex":" +"},"content":"▁"},)" +
-                         Json("[]").substr(1), "literal"},
+      {"regex.json",
+       R"({"normalizer":{"type":"Replace","pattern":{"Regex":" +"},"content":"▁"},)" +
+           Json("[]").substr(1),
+       "literal"},
   };
   for (const Case& c : cases) {
     std::string path = Write(c.name, c.contents);
     auto result = Tokenizer::Load(path);
     ASSERT_FALSE(result.ok()) << c.name;
     EXPECT_NE(result.status().message().find(path), std::string::npos) << result.status().message();
-    EXPECT_NE(result.status().message().find(c.expect), std::string::npos) << result.status().message();
+    EXPECT_NE(result.status().message().find(c.expect), std::string::npos)
+        << result.status().message();
   }
   auto missing = Tokenizer::Load("/nonexistent/dir/tokenizer.json");
   ASSERT_FALSE(missing.ok());
