@@ -912,4 +912,16 @@ std::vector<int> Gemma4StopTokenIds(const Tokenizer& tokenizer) {
   return ids;
 }
 
+Result<std::unique_ptr<Tokenizer>> LoadModelTokenizer(const std::string& model_dir) {
+  const std::string path = model_dir + "/tokenizer.json";
+  if (!FileExists(path))
+    return Status::Errorf(path, " is missing: without the checkpoint's tokenizer every prompt "
+                          "would be garbage; copy the tokenizer.json that came with the model");
+  auto tokenizer = Tokenizer::Load(path);
+  if (!tokenizer.ok()) return tokenizer.status();
+  Status check = CheckGemma4Tokenizer(**tokenizer);
+  if (!check.ok()) return check.WithContext(path);
+  return tokenizer;
+}
+
 }  // namespace g4

@@ -132,6 +132,10 @@ bool IsValidUtf8(std::string_view bytes);
 // (<start_of_turn>/<end_of_turn> at 105/106) is named as such in the error.
 Status CheckGemma4Tokenizer(const Tokenizer& tokenizer);
 
+// Loads MODEL_DIR/tokenizer.json the way every front end does: a missing or empty file is an
+// error at load (not garbage later), and so is a tokenizer that fails CheckGemma4Tokenizer.
+Result<std::unique_ptr<Tokenizer>> LoadModelTokenizer(const std::string& model_dir);
+
 // The Gemma-4 instruction models' stop tokens that this tokenizer has: <eos> (1), <turn|> (106)
 // and <|tool_response> (50, the model hands over to the tool). The engine should stop on the
 // union of these and config.json / generation_config.json eos_token_id.
