@@ -113,10 +113,11 @@ void Model::ComputePle(const std::vector<BatchRow>& rows, Activations& act) {
 void Model::Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Activations& act) {
   const CpuKernels& k = ActiveKernels();
   const int n = static_cast<int>(rows.size()), hd = lp.head_dim, nq = lp.n_heads_q;
-  const int group = lp.n_heads_q / lp.n_heads_kv, qdim = lp.q_dim();
+  const int qdim = lp.q_dim();
   const int slot = plan_.layers[lp.kv_source].kv_slot;
   pool_->ParallelFor(static_cast<int64_t>(n) * nq, [&](int64_t task, int) {
-    const int r = static_cast<int>(task / nq), h = static_cast<int>(task % nq), g = h / group;
+    const int r = static_cast<int>(task / nq), h = static_cast<int>(task % nq);
+    const int g = (lp.q_head_offset + h) / lp.group_size - lp.kv_head_offset;  // local KV head
     const float* q = act.q.data() + static_cast<size_t>(r) * qdim + h * hd;
     float* out = act.attn.data() + static_cast<size_t>(r) * qdim + h * hd;
     const KvCache& cache = *rows[r].cache;
@@ -233,6 +234,7 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
     // 4-7. Attention over the (source layer's) cache, output projection, residual.
     Attention(lp, rows, act);
     MatMul(lw.o_proj, act.attn.data(), n, act.proj.data(), *pool_);
+    if (comm_) comm_->AllReduceSum(act.proj.data(), static_cast<size_t>(n) * H);
     for (int r = 0; r < n; ++r) {
       float* pr = act.proj.data() + static_cast<size_t>(r) * H;
       float* xr = x + static_cast<size_t>(r) * H;
@@ -248,6 +250,7 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
     const size_t mlp_elems = static_cast<size_t>(n) * lp.mlp_width;
     for (size_t i = 0; i < mlp_elems; ++i) act.gate[i] = GeluTanh(act.gate[i]) * act.up[i];
     MatMul(lw.down_proj, act.gate.data(), n, act.proj.data(), *pool_);
+    if (comm_) comm_->AllReduceSum(act.proj.data(), static_cast<size_t>(n) * H);
     for (int r = 0; r < n; ++r) {
       float* pr = act.proj.data() + static_cast<size_t>(r) * H;
       float* xr = x + static_cast<size_t>(r) * H;

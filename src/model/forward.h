@@ -12,6 +12,7 @@
 #include "base/thread_pool.h"
 #include "model/plan.h"
 #include "model/weights.h"
+#include "parallel/communicator.h"
 #include "runtime/kv_cache.h"
 
 namespace g4 {
@@ -53,6 +54,10 @@ class Model {
   // cache->max_chunk() of them, below its max_context.
   Status Forward(const std::vector<BatchRow>& rows, Activations& act, float* logits);
 
+  // Tensor parallelism: this model holds one rank's slices (its plan has the rank's heads and
+  // widths); partial sums of o_proj and down_proj are all-reduced through `comm`.
+  void set_communicator(Communicator* comm) { comm_ = comm; }
+
   // For tests: disables the layer_scalar multiply (proves the tests notice its absence).
   void set_skip_layer_scalar(bool skip) { skip_layer_scalar_ = skip; }
 
@@ -74,6 +79,7 @@ class Model {
   std::vector<int> layer_rope_config_;
   int max_rope_pairs_ = 0;
   bool skip_layer_scalar_ = false;
+  Communicator* comm_ = nullptr;
 };
 
 }  // namespace g4

@@ -18,8 +18,14 @@ struct LayerPlan {
   int index = 0;
   AttentionKind kind = AttentionKind::kSliding;
   int head_dim = 0;
-  int n_heads_q = 0;
-  int n_heads_kv = 0;
+  int n_heads_q = 0;   // query heads held here (all of them unless tensor parallel)
+  int n_heads_kv = 0;  // KV heads held here
+  // GQA mapping, kept from the unsharded model: global query head h reads global KV head
+  // h / group_size. Under tensor parallelism a rank holds query heads from q_head_offset and KV
+  // heads from kv_head_offset (0 when K/V are replicated), so the mapping survives sharding.
+  int group_size = 1;
+  int q_head_offset = 0;
+  int kv_head_offset = 0;
   int window = 0;      // sliding: key j visible from query pos iff 0 <= pos - j < window; 0 = full
   int kv_source = 0;   // layer whose K/V this layer reads; == index for KV-owner layers
   int kv_slot = -1;    // index of this layer's cache among the owners; -1 for shared layers

@@ -319,6 +319,7 @@ Result<ModelPlan> BuildGemma4Plan(const ModelConfig& cfg) {
     if (lp.n_heads_kv <= 0 || lp.n_heads_q % lp.n_heads_kv != 0)
       return Status::Errorf(lw, ": ", lp.n_heads_q, " query heads do not divide into ",
                             lp.n_heads_kv, " KV heads");
+    lp.group_size = lp.n_heads_q / lp.n_heads_kv;
     lp.window = full ? 0 : cfg.sliding_window;
     if (!full && cfg.sliding_window <= 0)
       return Status::Errorf(where, ": sliding_window must be positive (layer ", i, " is sliding)");

@@ -1,0 +1,93 @@
+// g4 run: generate from a prompt (or token ids) with one sequence.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_util.h"
+#include "cli/command.h"
+#include "model/forward.h"
+#include "runtime/generate.h"
+
+namespace g4::cli {
+namespace {
+
+int RunRun(int argc, char** argv) {
+  CLI::App app{"Generate text with one sequence", "g4 run"};
+  std::string model_dir = DefaultModelPath(), ids_text;
+  int n = 32, threads = 0, chunk = 64, ctx = 0;
+  float temperature = 0, top_p = 1;
+  int top_k = 0;
+  int64_t seed = -1;
+  bool ignore_eos = false, json_out = false;
+  app.add_option("--model", model_dir, "model directory (Hugging Face layout)");
+  app.add_option("--ids", ids_text, "prompt as comma-separated token ids");
+  app.add_option("-n,--max-tokens", n, "tokens to generate");
+  app.add_option("--temperature", temperature, "0 = greedy");
+  app.add_option("--top-k", top_k, "top-k sampling (0 = off)");
+  app.add_option("--top-p", top_p, "nucleus sampling");
+  app.add_option("--seed", seed, "sampling seed");
+  app.add_option("--threads", threads, "threads (0 = all cores)");
+  app.add_option("--chunk", chunk, "prefill chunk size");
+  app.add_option("--ctx", ctx, "context size (0 = prompt + n)");
+  app.add_flag("--ignore-eos", ignore_eos, "do not stop at end-of-sequence tokens");
+  app.add_flag("--json", json_out, "print one JSON object with ids and text");
+  CLI11_PARSE(app, argc, argv);
+
+  if (ids_text.empty()) return Fail("run", Status::Error("give --ids (the tokenizer lands with --prompt)"));
+  auto prompt = ParseIdList(ids_text);
+  if (!prompt.ok()) return Fail("run", prompt.status());
+  if (prompt->empty()) return Fail("run", Status::Error("the prompt is empty"));
+  if (n < 0) return Fail("run", Status::Error("-n must be >= 0"));
+
+  ModelOptions options;
+  options.threads = threads;
+  auto model = Model::Load(model_dir, options);
+  if (!model.ok()) return Fail("run", model.status());
+  const ModelPlan& plan = (*model)->plan();
+  for (int id : *prompt)
+    if (id >= plan.vocab) return Fail("run", Status::Errorf("token id ", id, " is outside the vocabulary of ", plan.vocab));
+  const int context = ctx > 0 ? ctx : static_cast<int>(prompt->size()) + n;
+  if (plan.config.max_position_embeddings > 0 && context > plan.config.max_position_embeddings)
+    return Fail("run", Status::Errorf("context ", context, " exceeds the model's max_position_embeddings ",
+                                      plan.config.max_position_embeddings));
+  KvCache cache(plan, context, chunk);
+  GenerateOptions gen;
+  gen.max_new_tokens = n;
+  gen.ignore_eos = ignore_eos;
+  gen.stop_ids = plan.config.eos_token_ids;
+  gen.prefill_chunk = chunk;
+  gen.sampling.temperature = temperature;
+  gen.sampling.top_k = top_k;
+  gen.sampling.top_p = top_p;
+  gen.sampling.suppress_tokens = plan.config.suppress_tokens;
+  if (seed >= 0) {
+    gen.sampling.seed = static_cast<uint64_t>(seed);
+    gen.sampling.has_seed = true;
+  }
+  auto result = Generate(**model, cache, *prompt, gen, [&](int token) {
+    if (!json_out) {
+      std::printf("%d ", token);
+      std::fflush(stdout);
+    }
+    return true;
+  });
+  if (!result.ok()) return Fail("run", result.status());
+  if (json_out) {
+    nlohmann::json j = {{"ids", result->tokens}, {"finish_reason", result->finish_reason},
+                        {"prompt_tokens", result->prompt_tokens}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("\n");
+  }
+  std::fprintf(stderr, "[%d prompt tokens, %zu generated, prefill %.3f s, decode %.2f tok/s, %s]\n",
+               result->prompt_tokens, result->tokens.size(), result->prefill_seconds,
+               result->tokens.size() > 1 ? (result->tokens.size() - 1) / std::max(1e-9, result->decode_seconds) : 0.0,
+               result->finish_reason.c_str());
+  return 0;
+}
+
+}  // namespace
+
+G4_COMMAND("run", "generate text from a prompt or token ids", RunRun);
+
+}  // namespace g4::cli

@@ -1,0 +1,102 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "base/half.h"
+#include "kernels/cpu_kernels.h"
+#include "kernels/ops.h"
+
+namespace g4 {
+namespace {
+
+TEST(Half, Bf16RoundsToNearestEven) {
+  EXPECT_EQ(RoundToBf16(std::sqrt(1536.0f)), 39.25f);  // spec §3.1: HF's embed scale
+  EXPECT_EQ(RoundToBf16(std::sqrt(2560.0f)), 50.5f);
+  EXPECT_EQ(RoundToBf16(std::sqrt(3840.0f)), 62.0f);
+  EXPECT_EQ(F16ToF32(F32ToF16(1.0009765625f)), 1.0009765625f);
+  EXPECT_EQ(F16ToF32(F32ToF16(65504.0f)), 65504.0f);
+  EXPECT_TRUE(std::isinf(F16ToF32(F32ToF16(1e6f))));
+}
+
+TEST(Kernels, Avx2MatchesGeneric) {
+  const CpuKernels* avx2 = Avx2Kernels();
+  const CpuKernels& gen = GenericKernels();
+  if (!avx2 || std::string(ActiveKernels().name) != "avx2") GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd;
+  for (int n : {1, 7, 8, 15, 16, 17, 100, 256, 515}) {
+    std::vector<float> a(n), b(n);
+    std::vector<uint16_t> w(n);
+    for (int i = 0; i < n; ++i) {
+      a[i] = nd(rng);
+      b[i] = nd(rng);
+      w[i] = F32ToBf16(nd(rng));
+    }
+    EXPECT_NEAR(avx2->dot_f32(a.data(), b.data(), n), gen.dot_f32(a.data(), b.data(), n), 1e-4 * n);
+    EXPECT_NEAR(avx2->dot_bf16_f32(w.data(), b.data(), n), gen.dot_bf16_f32(w.data(), b.data(), n), 1e-4 * n);
+    std::vector<float> x(n), y(n);
+    avx2->bf16_to_f32(w.data(), x.data(), n);
+    gen.bf16_to_f32(w.data(), y.data(), n);
+    EXPECT_EQ(x, y);
+  }
+}
+
+TEST(Ops, MatMulMatchesNaiveForAllBatchSizes) {
+  ThreadPool pool(2);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd;
+  const int rows = 37, cols = 53;
+  std::vector<uint16_t> wb(rows * cols);
+  std::vector<float> wf(rows * cols);
+  for (int i = 0; i < rows * cols; ++i) {
+    wb[i] = F32ToBf16(nd(rng));
+    wf[i] = Bf16ToF32(wb[i]);
+  }
+  for (WeightType type : {WeightType::kBF16, WeightType::kF32}) {
+    WeightMatrix w{type, rows, cols, type == WeightType::kBF16 ? static_cast<const void*>(wb.data()) : wf.data(), 0};
+    for (int n : {1, 2, 5}) {
+      std::vector<float> x(n * cols), y(n * rows);
+      for (auto& v : x) v = nd(rng);
+      MatMul(w, x.data(), n, y.data(), pool);
+      for (int i = 0; i < n; ++i)
+        for (int r = 0; r < rows; ++r) {
+          double s = 0;
+          for (int c = 0; c < cols; ++c) s += static_cast<double>(wf[r * cols + c]) * x[i * cols + c];
+          EXPECT_NEAR(y[i * rows + r], s, 1e-4) << "n=" << n << " r=" << r;
+        }
+    }
+  }
+}
+
+TEST(Ops, RopeRotatesOnlyTheFirstPairs) {
+  // 8-dim head with 2 of 4 pairs rotated: dims 0,1 pair with 4,5; dims 2,3,6,7 unchanged.
+  float head[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const float c[2] = {0.0f, 0.5f}, s[2] = {1.0f, 0.8f};
+  ApplyRope(head, 8, 2, c, s);
+  EXPECT_FLOAT_EQ(head[0], 1 * 0.0f - 5 * 1.0f);
+  EXPECT_FLOAT_EQ(head[4], 5 * 0.0f + 1 * 1.0f);
+  EXPECT_FLOAT_EQ(head[1], 2 * 0.5f - 6 * 0.8f);
+  EXPECT_FLOAT_EQ(head[5], 6 * 0.5f + 2 * 0.8f);
+  EXPECT_EQ(head[2], 3);
+  EXPECT_EQ(head[3], 4);
+  EXPECT_EQ(head[6], 7);
+  EXPECT_EQ(head[7], 8);
+}
+
+TEST(ThreadPool, RunsEveryTaskOnce) {
+  ThreadPool pool(3);
+  for (int round = 0; round < 50; ++round) {
+    std::vector<std::atomic<int>> hits(1000);
+    pool.ParallelFor(1000, [&](int64_t t, int thread) {
+      EXPECT_GE(thread, 0);
+      EXPECT_LT(thread, 3);
+      hits[t]++;
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  }
+}
+
+}  // namespace
+}  // namespace g4

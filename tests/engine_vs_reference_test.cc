@@ -1,0 +1,257 @@
+// The fast engine against the independent float64 reference, on every tiny preset: teacher-forced
+// logits, greedy generation past the sliding window, prefill chunking vs decode, sharded and
+// per_layer_config copies, batching, and the pitfalls that must show (layer_scalar).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "model/forward.h"
+#include "reference/reference.h"
+#include "runtime/generate.h"
+#include "runtime/sampler.h"
+#include "io/safetensors.h"
+#include <unistd.h>
+#include <cstdio>
+#include <functional>
+#include "testing/checkpoints.h"
+
+namespace g4 {
+namespace {
+
+// A prompt longer than every tiny preset's sliding window.
+std::vector<int> Prompt(int n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int> ids{2};
+  while (static_cast<int>(ids.size()) < n) ids.push_back(static_cast<int>(rng() % (vocab - 10)) + 10);
+  return ids;
+}
+
+std::vector<std::vector<float>> EngineLogits(Model& model, const std::vector<int>& ids, int chunk) {
+  KvCache cache(model.plan(), static_cast<int>(ids.size()), std::max(chunk, 1));
+  Activations act;
+  auto flat = Prefill(model, cache, ids, chunk, /*all_rows=*/true, act);
+  EXPECT_TRUE(flat.ok()) << flat.status().message();
+  const int V = model.plan().vocab;
+  std::vector<std::vector<float>> out;
+  if (!flat.ok()) return out;
+  ApplySoftcapInPlace(flat->data(), static_cast<int>(flat->size()), static_cast<float>(model.plan().softcap));
+  for (size_t r = 0; r < ids.size(); ++r) out.emplace_back(flat->begin() + r * V, flat->begin() + (r + 1) * V);
+  return out;
+}
+
+template <class A, class B>
+double MaxDiff(const std::vector<std::vector<A>>& a, const std::vector<std::vector<B>>& b) {
+  double m = 0;
+  EXPECT_EQ(a.size(), b.size());
+  for (size_t r = 0; r < std::min(a.size(), b.size()); ++r)
+    for (size_t i = 0; i < a[r].size(); ++i) m = std::max(m, std::abs(static_cast<double>(a[r][i]) - b[r][i]));
+  return m;
+}
+
+class EngineVsReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EngineVsReference, TeacherForcedLogitsAndGreedyTokens) {
+  const std::string dir = TinyCheckpoint(GetParam());
+  ASSERT_FALSE(dir.empty());
+  auto ref = reference::ReferenceModel::Load(dir);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  auto model = Model::Load(dir);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const ModelPlan& plan = (*model)->plan();
+  int window = 0;
+  for (const auto& l : plan.layers) window = std::max(window, l.window);
+  const std::vector<int> prompt = Prompt(3 * window + 5, plan.vocab, 7);
+
+  // Noise floor of this checkpoint: the reference in float vs in double.
+  auto ref64 = (*ref)->Logits<double>(prompt);
+  auto ref32 = (*ref)->Logits<float>(prompt);
+  ASSERT_TRUE(ref64.ok() && ref32.ok());
+  const double floor = MaxDiff(*ref32, *ref64);
+  const double tol = std::max(2e-3, 5 * floor);
+  auto engine = EngineLogits(**model, prompt, 16);
+  const double diff = MaxDiff(engine, *ref64);
+  std::printf("[%s] prompt %zu tokens, window %d: noise floor %.2e, engine vs float64 %.2e (tol %.1e)\n",
+              GetParam().c_str(), prompt.size(), window, floor, diff, tol);
+  EXPECT_LT(diff, tol);
+
+  // Greedy generation: 32 tokens equal the reference token for token. The trace's top-1/top-2
+  // gaps must be far above the tolerance, or an honest comparison of argmaxes is impossible.
+  const int n_new = 32;
+  auto trace = (*ref)->GreedyTrace(prompt, n_new);
+  ASSERT_TRUE(trace.ok()) << trace.status().message();
+  std::vector<int> expected;
+  double min_gap = 1e9;
+  for (const auto& s : *trace) {
+    expected.push_back(s.token);
+    min_gap = std::min(min_gap, s.top1 - s.top2);
+  }
+  ASSERT_GT(min_gap, 10 * tol) << "checkpoint not decisive enough to compare greedy tokens";
+  KvCache cache(plan, static_cast<int>(prompt.size()) + n_new, 16);
+  GenerateOptions options;
+  options.max_new_tokens = n_new;
+  options.ignore_eos = true;
+  options.prefill_chunk = 16;
+  auto result = Generate(**model, cache, prompt, options);
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_EQ(result->tokens, expected);
+}
+
+TEST_P(EngineVsReference, PrefillChunksEqualTokenByTokenDecode) {
+  const std::string dir = TinyCheckpoint(GetParam(), {.vocab = 512});
+  auto model = Model::Load(dir);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  int window = 0;
+  for (const auto& l : (*model)->plan().layers) window = std::max(window, l.window);
+  const std::vector<int> prompt = Prompt(3 * window + 7, 512, 11);
+  const auto whole = EngineLogits(**model, prompt, static_cast<int>(prompt.size()));
+  for (int chunk : {1, 3, window - 1, window, window + 1}) {
+    const auto chunked = EngineLogits(**model, prompt, chunk);
+    EXPECT_LT(MaxDiff(chunked, whole), 1e-4) << "chunk " << chunk;
+  }
+}
+
+TEST_P(EngineVsReference, ShardedAndPerLayerConfigCopiesAgree) {
+  const std::string base = TinyCheckpoint(GetParam(), {.vocab = 512});
+  const std::string sharded = TinyCheckpoint(GetParam(), {.vocab = 512, .shards = 2});
+  const std::string per_layer =
+      TinyCheckpoint(GetParam(), {.vocab = 512, .config_form = SynthConfigForm::kPerLayer});
+  const std::vector<int> prompt = Prompt(40, 512, 3);
+  auto a = Model::Load(base), b = Model::Load(sharded), c = Model::Load(per_layer);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  const auto la = EngineLogits(**a, prompt, 8);
+  EXPECT_EQ(MaxDiff(la, EngineLogits(**b, prompt, 8)), 0.0);
+  EXPECT_EQ(MaxDiff(la, EngineLogits(**c, prompt, 8)), 0.0);
+  auto ref = reference::ReferenceModel::Load(per_layer);
+  ASSERT_TRUE(ref.ok());
+  auto r = (*ref)->Logits<double>(prompt);
+  ASSERT_TRUE(r.ok());
+  EXPECT_LT(MaxDiff(la, *r), 2e-3);
+}
+
+TEST_P(EngineVsReference, BatchedRowsOfTwoSequencesEqualSeparateRuns) {
+  const std::string dir = TinyCheckpoint(GetParam(), {.vocab = 512});
+  auto model = Model::Load(dir);
+  ASSERT_TRUE(model.ok());
+  const ModelPlan& plan = (*model)->plan();
+  const std::vector<int> p1 = Prompt(30, 512, 21), p2 = Prompt(19, 512, 22);
+  const auto alone1 = EngineLogits(**model, p1, 8), alone2 = EngineLogits(**model, p2, 8);
+  // Interleave: each step sends up to 4 rows of each sequence in one Forward call.
+  KvCache c1(plan, 64, 8), c2(plan, 64, 8);
+  Activations act;
+  std::vector<std::vector<float>> got1, got2;
+  size_t i1 = 0, i2 = 0;
+  while (i1 < p1.size() || i2 < p2.size()) {
+    std::vector<BatchRow> rows;
+    std::vector<int> owner;
+    for (int k = 0; k < 4 && i1 < p1.size(); ++k, ++i1) {
+      rows.push_back({p1[i1], static_cast<int64_t>(i1), &c1, true});
+      owner.push_back(1);
+    }
+    for (int k = 0; k < 3 && i2 < p2.size(); ++k, ++i2) {
+      rows.push_back({p2[i2], static_cast<int64_t>(i2), &c2, true});
+      owner.push_back(2);
+    }
+    std::vector<float> logits(rows.size() * plan.vocab);
+    ASSERT_TRUE((*model)->Forward(rows, act, logits.data()).ok());
+    ApplySoftcapInPlace(logits.data(), static_cast<int>(logits.size()), static_cast<float>(plan.softcap));
+    for (size_t r = 0; r < rows.size(); ++r)
+      (owner[r] == 1 ? got1 : got2).emplace_back(logits.begin() + r * plan.vocab, logits.begin() + (r + 1) * plan.vocab);
+  }
+  EXPECT_LT(MaxDiff(got1, alone1), 1e-5);
+  EXPECT_LT(MaxDiff(got2, alone2), 1e-5);
+}
+
+TEST_P(EngineVsReference, LayerScalarMatters) {
+  const std::string dir = TinyCheckpoint(GetParam(), {.vocab = 512});
+  auto model = Model::Load(dir);
+  ASSERT_TRUE(model.ok());
+  const std::vector<int> prompt = Prompt(12, 512, 5);
+  const auto with = EngineLogits(**model, prompt, 4);
+  (*model)->set_skip_layer_scalar(true);
+  const auto without = EngineLogits(**model, prompt, 4);
+  EXPECT_GT(MaxDiff(with, without), 0.5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, EngineVsReference, ::testing::Values("e2b", "e4b", "12b"));
+
+// Rewrites dir's weights into dst as one model.safetensors; `edit` may change a tensor's shape or
+// return false to drop it.
+Status Rewrite(const std::string& src, const std::string& dst,
+               const std::function<bool(TensorToWrite&)>& edit) {
+  G4_RETURN_IF_ERROR(CopyCheckpoint(src, dst));
+  G4_ASSIGN_OR_RETURN(auto store, TensorStore::OpenDir(src));
+  std::vector<TensorToWrite> out;
+  for (const std::string& name : store->Names()) {
+    const TensorView* t = store->Find(name);
+    TensorToWrite w{name, t->dtype, t->shape, std::vector<uint8_t>(t->data, t->data + t->bytes)};
+    if (edit(w)) out.push_back(std::move(w));
+  }
+  std::remove((dst + "/model.safetensors.index.json").c_str());
+  return WriteSafetensors(dst + "/model.safetensors", out);
+}
+
+// Broken checkpoints: a precise error naming the tensor and expected vs found, never a crash.
+TEST(EngineLoad, BrokenCheckpointsGiveNamedErrors) {
+  const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
+  const std::string scalar = "model.language_model.layers.3.layer_scalar";
+  const std::string q = "model.language_model.layers.2.self_attn.q_proj.weight";
+  {
+    const std::string d = TestTempDir("no_layer_scalar");
+    ASSERT_TRUE(Rewrite(dir, d, [&](TensorToWrite& t) { return t.name != scalar; }).ok());
+    auto m = Model::Load(d);
+    ASSERT_FALSE(m.ok());
+    EXPECT_NE(m.status().message().find("missing tensor " + scalar), std::string::npos) << m.status().message();
+  }
+  {
+    const std::string d = TestTempDir("wrong_shape");
+    ASSERT_TRUE(Rewrite(dir, d, [&](TensorToWrite& t) {
+                  if (t.name == q) std::swap(t.shape[0], t.shape[1]);
+                  return true;
+                }).ok());
+    auto m = Model::Load(d);
+    ASSERT_FALSE(m.ok());
+    EXPECT_NE(m.status().message().find(q), std::string::npos) << m.status().message();
+    EXPECT_NE(m.status().message().find("expected"), std::string::npos) << m.status().message();
+  }
+  {
+    const std::string d = TestTempDir("truncated");
+    ASSERT_TRUE(CopyCheckpoint(dir, d).ok());
+    ASSERT_EQ(::truncate((d + "/model.safetensors").c_str(), 100000), 0);
+    auto m = Model::Load(d);
+    ASSERT_FALSE(m.ok());
+    EXPECT_NE(m.status().message().find("truncated"), std::string::npos) << m.status().message();
+  }
+  {
+    auto m = Model::Load(TestTempDir("empty"));
+    ASSERT_FALSE(m.ok());
+    EXPECT_NE(m.status().message().find("config.json"), std::string::npos);
+  }
+}
+
+// Shared layers never read their own stored K/V: perturbing them changes nothing.
+TEST(EngineLoad, SharedLayersIgnoreTheirStoredKv) {
+  const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
+  auto model = Model::Load(dir);
+  ASSERT_TRUE(model.ok());
+  const ModelPlan& plan = (*model)->plan();
+  ASSERT_LT(plan.first_kv_shared, plan.n_layers());
+  const std::string d = TestTempDir("perturbed_shared_kv");
+  ASSERT_TRUE(CopyCheckpoint(dir, d, [&](const std::string& name, std::vector<float>& v) {
+                for (int i = plan.first_kv_shared; i < plan.n_layers(); ++i)
+                  if (name.find("layers." + std::to_string(i) + ".self_attn.k_proj") != std::string::npos ||
+                      name.find("layers." + std::to_string(i) + ".self_attn.v_proj") != std::string::npos) {
+                    for (auto& x : v) x = -x * 3;
+                    return true;
+                  }
+                return false;
+              }).ok());
+  auto perturbed = Model::Load(d);
+  ASSERT_TRUE(perturbed.ok());
+  const std::vector<int> prompt = Prompt(20, 512, 9);
+  EXPECT_EQ(MaxDiff(EngineLogits(**model, prompt, 5), EngineLogits(**perturbed, prompt, 5)), 0.0);
+}
+
+}  // namespace
+}  // namespace g4
