@@ -1,5 +1,7 @@
 #include "io/safetensors.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -234,6 +236,65 @@ Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite
       std::remove(tmp.c_str());
       return Status::Errorf(tmp, ": write failed (disk full?)");
     }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Status::Errorf(path, ": rename failed");
+  }
+  return OkStatus();
+}
+
+}  // namespace g4
+
+namespace g4 {
+
+Status WriteSafetensorsStreaming(const std::string& path, const std::vector<TensorToWrite>& specs,
+                                 const TensorChunkFn& fill,
+                                 const std::map<std::string, std::string>& metadata,
+                                 size_t chunk_bytes) {
+  json header = json::object();
+  std::vector<uint64_t> sizes;
+  uint64_t offset = 0;
+  for (const auto& t : specs) {
+    uint64_t numel = 1;
+    for (int64_t d : t.shape) numel *= static_cast<uint64_t>(d);
+    const uint64_t bytes = numel * DTypeSize(t.dtype);
+    header[t.name] = {{"dtype", DTypeName(t.dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
+    sizes.push_back(bytes);
+    offset += bytes;
+  }
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::string h = header.dump();
+  while ((8 + h.size()) % 8 != 0) h += ' ';
+  if (chunk_bytes < 8) chunk_bytes = 8;
+  chunk_bytes -= chunk_bytes % 8;  // whole elements of every dtype in each chunk
+  std::string tmp = path + ".tmp";
+  std::FILE* out = std::fopen(tmp.c_str(), "wb");
+  if (!out) return Status::Errorf(tmp, ": cannot create");
+  auto fail = [&](Status s) {
+    std::fclose(out);
+    std::remove(tmp.c_str());
+    return s;
+  };
+  uint64_t len = h.size();
+  if (std::fwrite(&len, 8, 1, out) != 1 || std::fwrite(h.data(), 1, h.size(), out) != h.size())
+    return fail(Status::Errorf(tmp, ": write failed (disk full?)"));
+  std::vector<uint8_t> buf(static_cast<size_t>(std::min<uint64_t>(chunk_bytes, std::max<uint64_t>(offset, 8))));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    for (uint64_t done = 0; done < sizes[i];) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), sizes[i] - done));
+      Status st = fill(i, done, buf.data(), n);
+      if (!st.ok()) return fail(st.WithContext(Str(path, ": tensor ", specs[i].name)));
+      if (std::fwrite(buf.data(), 1, n, out) != n)
+        return fail(Status::Errorf(tmp, ": write failed (disk full?)"));
+      done += n;
+    }
+  }
+  if (std::fclose(out) != 0) {
+    std::remove(tmp.c_str());
+    return Status::Errorf(tmp, ": write failed (disk full?)");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());

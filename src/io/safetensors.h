@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -77,5 +78,16 @@ struct TensorToWrite {
 // Writes one safetensors file atomically (temporary file + rename).
 Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                         const std::map<std::string, std::string>& metadata = {});
+
+// Streaming writer for files too large to hold in memory (full-size synthetic checkpoints):
+// the header is written first from `specs` (TensorToWrite::data left empty), then `fill` is called
+// for each tensor in order with consecutive chunks of at most `chunk_bytes` bytes; it must fill
+// `bytes` bytes of tensor `index` starting at byte `offset` of that tensor. Atomic like above.
+using TensorChunkFn =
+    std::function<Status(size_t index, uint64_t offset, uint8_t* out, size_t bytes)>;
+Status WriteSafetensorsStreaming(const std::string& path, const std::vector<TensorToWrite>& specs,
+                                 const TensorChunkFn& fill,
+                                 const std::map<std::string, std::string>& metadata = {},
+                                 size_t chunk_bytes = 8 << 20);
 
 }  // namespace g4

@@ -1,0 +1,105 @@
+// Independent reference forward pass of the Gemma-4 text decoder: the oracle the engine is tested
+// against. Plain scalar code, one thread, no cache: every call recomputes all positions with full
+// causal attention, straight from shared/docs/gemma4-architecture.md §3. It shares nothing with
+// the engine except io/safetensors: it parses config.json itself and derives its own layer facts.
+//
+// Numerics: Hugging Face's math without its intermediate bf16 rounding, in the scalar type T
+// (double for the oracle; float to measure a checkpoint's noise floor). The one rounding kept is
+// HF's: the embedding scales sqrt(H) and sqrt(P) are rounded to the weight dtype (39.25 for E2B).
+// Weights are held as float, which represents every bf16/f16/f32 value exactly.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace g4::reference {
+
+// What the reference derives for one layer from config.json (spec §1.2-§1.4, §4, §5).
+struct LayerFacts {
+  bool sliding = false;
+  int head_dim = 0;
+  int n_heads_q = 0;
+  int n_heads_kv = 0;
+  int window = 0;     // sliding: key j visible from query pos iff 0 <= pos - j < window; 0 = full
+  int kv_source = 0;  // layer whose K/V this layer attends to; itself unless KV-shared
+  bool k_eq_v = false;  // no v_proj: V = weightless RMSNorm of the raw k_proj output
+  int rope_pairs = 0;   // pairs (j, j + head_dim/2) with j < rope_pairs rotate
+  double rope_theta = 0;
+  int mlp_width = 0;
+};
+
+struct ReferenceConfig {
+  int vocab = 0;
+  int hidden = 0;
+  int ple_dim = 0;  // hidden_size_per_layer_input; 0 = no per-layer embeddings
+  double rms_norm_eps = 1e-6;
+  double softcap = 0;  // final_logit_softcapping; 0 = none
+  std::vector<LayerFacts> layers;
+};
+
+// Parses DIR/config.json (any accepted form) into the reference's own facts.
+Result<ReferenceConfig> ReadReferenceConfig(const std::string& dir);
+
+struct ReferenceOptions {
+  bool ignore_layer_scalar = false;  // for the test that layer_scalar matters
+};
+
+// Test probes, honoured by Logits<double> only.
+struct ReferenceHooks {
+  // After a KV-owner layer computed position `pos`: the raw k_proj output [nkv*hd] and the K
+  // (k_norm + RoPE) and V (weightless norm) it caches, which the hook may modify.
+  std::function<void(int layer, int pos, const std::vector<double>& k_raw, std::vector<double>& k,
+                      std::vector<double>& v)>
+      on_kv;
+  // The attention output of layer `layer` at `pos`: heads concatenated, before o_proj.
+  std::function<void(int layer, int pos, const std::vector<double>& attention)> on_attention;
+};
+
+// RoPE on one head in place (HF rotate_half layout): for j < rope_pairs the pair
+// (x[j], x[j + head_dim/2]) rotates by pos * theta^(-2j/head_dim); all other dims pass through.
+template <class T>
+void ApplyRope(T* x, int head_dim, int rope_pairs, double theta, int pos);
+
+class ReferenceModel {
+ public:
+  // Loads DIR (config.json + model.safetensors or a sharded index). Text tensors are read under
+  // "model.language_model." or "model."; tower tensors and shared layers' K/V are ignored.
+  static Result<std::unique_ptr<ReferenceModel>> Load(const std::string& dir,
+                                                      const ReferenceOptions& options = {});
+
+  // Softcapped logits for every position of `ids` (teacher forcing), computed in T.
+  template <class T>
+  Result<std::vector<std::vector<double>>> Logits(const std::vector<int>& ids,
+                                                  const ReferenceHooks* hooks = nullptr) const;
+
+  // Greedy decoding in double: n_new argmax tokens after the prompt (no stop tokens).
+  Result<std::vector<int>> Greedy(const std::vector<int>& prompt, int n_new) const;
+
+  struct GreedyStep {
+    int token = 0;
+    double top1 = 0, top2 = 0;  // the two largest softcapped logits at that step
+  };
+  Result<std::vector<GreedyStep>> GreedyTrace(const std::vector<int>& prompt, int n_new) const;
+
+  const ReferenceConfig& config() const { return config_; }
+  const std::vector<LayerFacts>& layers() const { return config_.layers; }
+
+  ~ReferenceModel();
+
+ private:
+  struct Weights;
+  ReferenceModel() = default;
+  template <class T>
+  Status Forward(const std::vector<int>& ids, const ReferenceHooks* hooks, bool last_only,
+                 std::vector<std::vector<double>>* logits) const;
+
+  ReferenceConfig config_;
+  ReferenceOptions options_;
+  std::unique_ptr<Weights> w_;
+};
+
+}  // namespace g4::reference

@@ -1,0 +1,351 @@
+// Pins the spec's pitfalls (gemma4-architecture.md §9) on the reference itself, independently of
+// the engine: RoPE pairs, the sliding-window edge, K=V, layer_scalar, KV sharing, config forms.
+#include "reference/reference.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+#include "base/mapped_file.h"
+#include "io/safetensors.h"
+#include "model/arch/gemma4.h"
+#include "model/synth.h"
+#include "testing/checkpoints.h"
+
+namespace g4::reference {
+namespace {
+
+std::vector<int> Prompt(int n, int vocab, uint32_t seed = 7) {
+  std::vector<int> ids = {2};
+  uint32_t s = seed;
+  while (static_cast<int>(ids.size()) < n) {
+    s = s * 1664525u + 1013904223u;
+    ids.push_back(static_cast<int>(s >> 8) % vocab);
+  }
+  return ids;
+}
+
+double MaxAbsDiff(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
+  double d = 0;
+  for (size_t t = 0; t < a.size(); ++t)
+    for (size_t v = 0; v < a[t].size(); ++v) d = std::max(d, std::fabs(a[t][v] - b[t][v]));
+  return d;
+}
+
+TEST(ReferenceRope, ProportionalRotatesExactlyPairsJAndJPlus256On512DimHeads) {
+  // Full layers: head_dim 512, partial_rotary_factor 0.25 -> 64 pairs (j, j+256), exponent / 512.
+  const int hd = 512, pairs = 64, pos = 7;
+  const double theta = 1e6;
+  for (int d = 0; d < hd; ++d) {
+    std::vector<double> x(hd, 0.0);
+    x[d] = 1.0;
+    ApplyRope(x.data(), hd, pairs, theta, pos);
+    const int j = d % 256;
+    const bool rotates = j < 64;
+    for (int e = 0; e < hd; ++e) {
+      if (e != d && e != (d + 256) % 512) {
+        EXPECT_EQ(x[e], 0.0) << "dim " << d << " leaked into " << e;
+      }
+    }
+    if (!rotates) {
+      EXPECT_EQ(x[d], 1.0) << "dim " << d << " must pass through";
+      continue;
+    }
+    const double angle = pos * std::pow(theta, -2.0 * j / 512.0);
+    EXPECT_NEAR(x[d], std::cos(angle), 1e-15) << d;
+    // rotate_half: x'[j] = x[j] cos - x[j+256] sin; x'[j+256] = x[j+256] cos + x[j] sin.
+    const double partner = x[(d + 256) % 512];
+    EXPECT_NEAR(partner, d < 256 ? std::sin(angle) : -std::sin(angle), 1e-15) << d;
+    EXPECT_NE(partner, 0.0) << d;
+  }
+  // The lowest rotating frequency is 1e6^(-126/512) (spec §1.3).
+  std::vector<double> x(hd, 0.0);
+  x[63] = 1.0;
+  ApplyRope(x.data(), hd, pairs, theta, 1);
+  EXPECT_NEAR(std::atan2(x[63 + 256], x[63]), std::pow(1e6, -126.0 / 512.0), 1e-12);
+}
+
+TEST(ReferenceRope, DefaultRotatesEveryPair) {
+  const int hd = 256;
+  for (int d = 0; d < hd; ++d) {
+    std::vector<double> x(hd, 0.0);
+    x[d] = 1.0;
+    ApplyRope(x.data(), hd, hd / 2, 1e4, 3);
+    EXPECT_NE(x[(d + 128) % 256], 0.0) << d;
+  }
+}
+
+// The reference's own layer facts against the engine's plan, for the real configs in both forms.
+void ExpectSameFacts(const std::string& preset, SynthConfigForm form) {
+  SCOPED_TRACE(preset + (form == SynthConfigForm::kFlat ? " flat" : " per_layer"));
+  auto spec = SynthPreset(preset, "full");
+  ASSERT_TRUE(spec.ok());
+  SynthOptions o;
+  o.config_form = form;
+  const std::string dir =
+      TestTempDir("config-" + preset + (form == SynthConfigForm::kFlat ? "-flat" : "-plc"));
+  ASSERT_TRUE(WriteFileAtomic(dir + "/config.json", SynthConfigJson(*spec, o)).ok());
+  ASSERT_TRUE(WriteFileAtomic(dir + "/generation_config.json", SynthGenerationConfigJson(*spec, o)).ok());
+  auto facts = ReadReferenceConfig(dir);
+  ASSERT_TRUE(facts.ok()) << facts.status().message();
+  auto cfg = LoadModelConfig(dir);
+  ASSERT_TRUE(cfg.ok()) << cfg.status().message();
+  auto plan = BuildGemma4Plan(*cfg);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(facts->layers.size(), plan->layers.size());
+  EXPECT_EQ(facts->hidden, plan->hidden);
+  EXPECT_EQ(facts->vocab, plan->vocab);
+  EXPECT_EQ(facts->ple_dim, plan->ple_dim);
+  for (size_t i = 0; i < plan->layers.size(); ++i) {
+    const LayerFacts& f = facts->layers[i];
+    const LayerPlan& p = plan->layers[i];
+    SCOPED_TRACE("layer " + std::to_string(i));
+    EXPECT_EQ(f.sliding, p.is_sliding());
+    EXPECT_EQ(f.head_dim, p.head_dim);
+    EXPECT_EQ(f.n_heads_q, p.n_heads_q);
+    EXPECT_EQ(f.n_heads_kv, p.n_heads_kv);
+    EXPECT_EQ(f.window, p.window);
+    EXPECT_EQ(f.kv_source, p.kv_source);
+    EXPECT_EQ(f.k_eq_v, p.k_eq_v);
+    EXPECT_EQ(f.rope_pairs, p.rope_pairs);
+    EXPECT_EQ(f.rope_theta, p.rope_theta);
+    EXPECT_EQ(f.mlp_width, p.mlp_width);
+  }
+  // Spec §4 / §1.2, stated directly.
+  if (preset == "e2b") {
+    for (int i = 15; i < 35; ++i) {
+      EXPECT_EQ(facts->layers[i].kv_source, facts->layers[i].sliding ? 13 : 14) << i;
+      EXPECT_EQ(facts->layers[i].mlp_width, 12288) << i;
+    }
+    for (int i = 0; i < 15; ++i) EXPECT_EQ(facts->layers[i].kv_source, i);
+    EXPECT_EQ(facts->layers[0].mlp_width, 6144);
+    EXPECT_FALSE(facts->layers[4].sliding);
+    EXPECT_TRUE(facts->layers[5].sliding);  // 4:1, not 5:1
+  } else if (preset == "e4b") {
+    for (int i = 24; i < 42; ++i) EXPECT_EQ(facts->layers[i].kv_source, facts->layers[i].sliding ? 22 : 23) << i;
+    for (int i = 0; i < 24; ++i) EXPECT_EQ(facts->layers[i].kv_source, i);
+    EXPECT_EQ(facts->layers[30].mlp_width, 10240);
+  } else {
+    EXPECT_EQ(facts->layers[5].n_heads_kv, 1);
+    EXPECT_TRUE(facts->layers[5].k_eq_v);
+    EXPECT_EQ(facts->layers[5].head_dim, 512);
+    EXPECT_EQ(facts->layers[5].rope_pairs, 64);
+    EXPECT_EQ(facts->layers[4].n_heads_kv, 8);
+    EXPECT_FALSE(facts->layers[4].k_eq_v);
+    EXPECT_EQ(facts->layers[4].window, 1024);
+  }
+}
+
+TEST(ReferenceConfig, TwoDerivationsAgreeOnRealConfigs) {
+  for (const char* preset : {"e2b", "e4b", "12b"})
+    for (SynthConfigForm form : {SynthConfigForm::kFlat, SynthConfigForm::kPerLayer})
+      ExpectSameFacts(preset, form);
+}
+
+// A small-vocabulary tiny checkpoint keeps these probes fast.
+SynthOptions Fast() {
+  SynthOptions o;
+  o.vocab = 512;
+  return o;
+}
+
+TEST(ReferencePitfalls, SlidingWindowShowsDistanceWMinus1AndHidesW) {
+  const std::string dir = TinyCheckpoint("e2b", Fast());
+  auto model = ReferenceModel::Load(dir);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const LayerFacts& f = (*model)->layers()[0];
+  ASSERT_TRUE(f.sliding);
+  const int W = f.window, q = W + 5, n = q + 2;
+  const std::vector<int> ids = Prompt(n, 512);
+
+  // Layer 0's attention output at queries q-1 and q, with the K of token q-W perturbed or not.
+  auto attention_at = [&](bool perturb, int key_pos, int layer) {
+    std::map<int, std::vector<double>> out;
+    ReferenceHooks hooks;
+    hooks.on_kv = [&](int l, int pos, const std::vector<double>&, std::vector<double>& k,
+                      std::vector<double>&) {
+      if (perturb && l == layer && pos == key_pos)
+        for (double& e : k) e += 0.5;
+    };
+    hooks.on_attention = [&](int l, int pos, const std::vector<double>& a) {
+      if (l == layer) out[pos] = a;
+    };
+    auto logits = (*model)->Logits<double>(ids, &hooks);
+    EXPECT_TRUE(logits.ok());
+    return out;
+  };
+  const auto base = attention_at(false, q - W, 0);
+  const auto moved = attention_at(true, q - W, 0);
+  EXPECT_EQ(base.at(q), moved.at(q)) << "key at distance W must be hidden";
+  EXPECT_NE(base.at(q - 1), moved.at(q - 1)) << "key at distance W-1 must be visible";
+  EXPECT_EQ(base.at(q - W - 1), moved.at(q - W - 1)) << "a key must not be visible before it exists";
+  EXPECT_NE(base.at(q - W), moved.at(q - W)) << "the current token is visible";
+
+  // A full layer sees every earlier key.
+  int full = -1;
+  for (int l = 0; l < static_cast<int>((*model)->layers().size()); ++l)
+    if (!(*model)->layers()[l].sliding) {
+      full = l;
+      break;
+    }
+  ASSERT_GE(full, 0);
+  const auto fbase = attention_at(false, 0, full);
+  const auto fmoved = attention_at(true, 0, full);
+  EXPECT_NE(fbase.at(n - 1), fmoved.at(n - 1));
+}
+
+double Rms(const double* x, int n) {
+  double ss = 0;
+  for (int i = 0; i < n; ++i) ss += x[i] * x[i];
+  return std::sqrt(ss / n + 1e-6);
+}
+
+TEST(ReferencePitfalls, KEqVTakesVFromTheRawKProjOutput) {
+  const std::string dir = TinyCheckpoint("12b", Fast());
+  auto model = ReferenceModel::Load(dir);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  auto store = TensorStore::OpenDir(dir);
+  ASSERT_TRUE(store.ok());
+  int checked_keqv = 0, checked_plain = 0;
+  ReferenceHooks hooks;
+  hooks.on_kv = [&](int l, int pos, const std::vector<double>& k_raw, std::vector<double>& k,
+                    std::vector<double>& v) {
+    const LayerFacts& f = (*model)->layers()[l];
+    const TensorView* kn = (*store)->Find("model.language_model.layers." + std::to_string(l) +
+                                          ".self_attn.k_norm.weight");
+    ASSERT_NE(kn, nullptr);
+    for (int g = 0; g < f.n_heads_kv; ++g) {
+      const double* raw = k_raw.data() + g * f.head_dim;
+      const double r = Rms(raw, f.head_dim);
+      // K is RoPE(k_norm(raw)): undo nothing, recompute it from the same raw vector.
+      std::vector<double> expect_k(f.head_dim);
+      for (int d = 0; d < f.head_dim; ++d) expect_k[d] = raw[d] / r * kn->ValueAt(d);
+      ApplyRope(expect_k.data(), f.head_dim, f.rope_pairs, f.rope_theta, pos);
+      for (int d = 0; d < f.head_dim; ++d)
+        ASSERT_NEAR(k[g * f.head_dim + d], expect_k[d], 1e-12) << "layer " << l;
+      bool v_is_normed_raw = true;
+      for (int d = 0; d < f.head_dim; ++d)
+        v_is_normed_raw &= std::fabs(v[g * f.head_dim + d] - raw[d] / r) < 1e-12;
+      if (f.k_eq_v) {
+        EXPECT_TRUE(v_is_normed_raw) << "layer " << l << ": V must be the weightless norm of raw k_proj";
+        ++checked_keqv;
+      } else {
+        EXPECT_FALSE(v_is_normed_raw) << "layer " << l << ": V must come from v_proj";
+        ++checked_plain;
+      }
+    }
+  };
+  auto logits = (*model)->Logits<double>(Prompt(6, 512), &hooks);
+  ASSERT_TRUE(logits.ok());
+  EXPECT_GT(checked_keqv, 0);
+  EXPECT_GT(checked_plain, 0);
+  // And the 12B layout has no v_proj on its full layers.
+  EXPECT_EQ((*store)->Find("model.language_model.layers.5.self_attn.v_proj.weight"), nullptr);
+  EXPECT_NE((*store)->Find("model.language_model.layers.4.self_attn.v_proj.weight"), nullptr);
+}
+
+TEST(ReferencePitfalls, RemovingLayerScalarChangesTheOutput) {
+  const std::string dir = TinyCheckpoint("e4b", Fast());
+  auto with = ReferenceModel::Load(dir);
+  ReferenceOptions o;
+  o.ignore_layer_scalar = true;
+  auto without = ReferenceModel::Load(dir, o);
+  ASSERT_TRUE(with.ok() && without.ok());
+  const auto ids = Prompt(12, 512);
+  auto a = (*with)->Logits<double>(ids);
+  auto b = (*without)->Logits<double>(ids);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_GT(MaxAbsDiff(*a, *b), 0.1);
+}
+
+TEST(ReferencePitfalls, SharedLayersIgnoreTheirOwnStoredKV) {
+  const std::string dir = TinyCheckpoint("e2b", Fast());
+  auto base_model = ReferenceModel::Load(dir);
+  ASSERT_TRUE(base_model.ok());
+  const auto& layers = (*base_model)->layers();
+  int shared = -1;
+  for (int l = 0; l < static_cast<int>(layers.size()); ++l)
+    if (layers[l].kv_source != l) {
+      shared = l;
+      break;
+    }
+  ASSERT_GE(shared, 0);
+  const int source = layers[shared].kv_source;
+  const auto ids = Prompt(14, 512);
+  auto base = (*base_model)->Logits<double>(ids);
+  ASSERT_TRUE(base.ok());
+
+  auto scramble = [](int layer) {
+    const std::string p = "model.language_model.layers." + std::to_string(layer) + ".self_attn.";
+    return [p](const std::string& name, std::vector<float>& v) {
+      if (name != p + "k_proj.weight" && name != p + "v_proj.weight" && name != p + "k_norm.weight")
+        return false;
+      for (size_t i = 0; i < v.size(); ++i) v[i] = -v[i] * 1.5f + 0.01f * static_cast<float>(i % 7);
+      return true;
+    };
+  };
+  const std::string edited_shared = TestTempDir("edited-shared");
+  ASSERT_TRUE(CopyCheckpoint(dir, edited_shared, scramble(shared)).ok());
+  auto m1 = ReferenceModel::Load(edited_shared);
+  ASSERT_TRUE(m1.ok());
+  auto l1 = (*m1)->Logits<double>(ids);
+  ASSERT_TRUE(l1.ok());
+  EXPECT_EQ(MaxAbsDiff(*base, *l1), 0.0) << "shared layer " << shared << " used its own K/V";
+
+  const std::string edited_source = TestTempDir("edited-source");
+  ASSERT_TRUE(CopyCheckpoint(dir, edited_source, scramble(source)).ok());
+  auto m2 = ReferenceModel::Load(edited_source);
+  ASSERT_TRUE(m2.ok());
+  auto l2 = (*m2)->Logits<double>(ids);
+  ASSERT_TRUE(l2.ok());
+  EXPECT_GT(MaxAbsDiff(*base, *l2), 1e-3) << "source layer " << source << " K/V must matter";
+}
+
+TEST(ReferenceLoad, MissingTensorAndWrongShapeAreNamedErrors) {
+  const std::string dir = TinyCheckpoint("12b", Fast());
+  const std::string bad = TestTempDir("bad-missing");
+  ASSERT_TRUE(CopyCheckpoint(dir, bad).ok());
+  // Drop one tensor by rewriting the file without it.
+  auto store = TensorStore::OpenDir(bad);
+  ASSERT_TRUE(store.ok());
+  std::vector<TensorToWrite> keep;
+  for (const auto& n : (*store)->Names()) {
+    if (n == "model.language_model.layers.3.layer_scalar") continue;
+    const TensorView* t = (*store)->Find(n);
+    keep.push_back({n, t->dtype, t->shape, std::vector<uint8_t>(t->data, t->data + t->bytes)});
+  }
+  store->reset();
+  ASSERT_TRUE(WriteSafetensors(bad + "/model.safetensors", keep).ok());
+  auto m = ReferenceModel::Load(bad);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("layers.3.layer_scalar"), std::string::npos)
+      << m.status().message();
+
+  // q_norm stored with half its length.
+  const std::string bad_shape = TestTempDir("bad-shape");
+  ASSERT_TRUE(CopyCheckpoint(dir, bad_shape).ok());
+  auto store2 = TensorStore::OpenDir(bad_shape);
+  ASSERT_TRUE(store2.ok());
+  std::vector<TensorToWrite> all;
+  for (const auto& n : (*store2)->Names()) {
+    const TensorView* t = (*store2)->Find(n);
+    TensorToWrite w{n, t->dtype, t->shape, std::vector<uint8_t>(t->data, t->data + t->bytes)};
+    if (n == "model.language_model.layers.2.self_attn.q_norm.weight") {
+      w.shape[0] /= 2;
+      w.data.resize(w.data.size() / 2);
+    }
+    all.push_back(std::move(w));
+  }
+  store2->reset();
+  ASSERT_TRUE(WriteSafetensors(bad_shape + "/model.safetensors", all).ok());
+  auto m2 = ReferenceModel::Load(bad_shape);
+  ASSERT_FALSE(m2.ok());
+  EXPECT_NE(m2.status().message().find("layers.2.self_attn.q_norm.weight has shape [8], expected [16]"),
+            std::string::npos)
+      << m2.status().message();
+}
+
+}  // namespace
+}  // namespace g4::reference

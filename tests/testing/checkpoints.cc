@@ -1,0 +1,134 @@
+#include "testing/checkpoints.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "base/half.h"
+#include "base/mapped_file.h"
+#include "io/safetensors.h"
+
+namespace g4 {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string Env(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+// Removes this process's scratch directory at exit.
+struct ProcessDir {
+  std::string path;
+  ProcessDir() {
+#ifdef G4_BINARY_DIR
+    const std::string base = Env("G4_BINARY_DIR", G4_BINARY_DIR);
+#else
+    const std::string base = Env("G4_BINARY_DIR", fs::temp_directory_path().string());
+#endif
+    path = base + "/testdata/" + std::to_string(::getpid());
+    std::error_code ec;
+    fs::create_directories(path, ec);
+  }
+  ~ProcessDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+const std::string& ProcessScratch() {
+  static ProcessDir dir;
+  return dir.path;
+}
+
+std::string Key(const std::string& preset, const SynthOptions& o) {
+  return Str(preset, "-s", o.seed, "-v", o.vocab, "-",
+             o.config_form == SynthConfigForm::kFlat ? "flat" : "perlayer", "-n", o.shards, "-",
+             DTypeName(o.dtype), "-", std::hash<std::string>()(o.tokenizer));
+}
+
+}  // namespace
+
+std::string TestTokenizerPath() {
+  if (const char* assets = std::getenv("G4_ASSETS"); assets && *assets)
+    return std::string(assets) + "/tokenizer/gemma4.json";
+#ifdef G4_SOURCE_DIR
+  return Env("G4_SOURCE_DIR", G4_SOURCE_DIR) + "/assets/tokenizer/gemma4.json";
+#else
+  return Env("G4_SOURCE_DIR", ".") + "/assets/tokenizer/gemma4.json";
+#endif
+}
+
+std::string TestTempDir(const std::string& name) {
+  const std::string dir = ProcessScratch() + "/" + name;
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir, ec);
+  return dir;
+}
+
+std::string TinyCheckpoint(const std::string& preset, const SynthOptions& options) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> cache;
+  SynthOptions o = options;
+  if (o.tokenizer.empty()) o.tokenizer = TestTokenizerPath();
+  const std::string key = Key(preset, o);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  auto spec = SynthPreset(preset, "tiny");
+  if (!spec.ok()) {
+    ADD_FAILURE() << "TinyCheckpoint: " << spec.status().message();
+    return "";
+  }
+  const std::string dir = TestTempDir("ckpt-" + key);
+  Status st = WriteSynthCheckpoint(*spec, o, dir);
+  if (!st.ok()) {
+    ADD_FAILURE() << "TinyCheckpoint(" << preset << "): " << st.message();
+    return "";
+  }
+  cache[key] = dir;
+  return dir;
+}
+
+Status CopyCheckpoint(const std::string& src, const std::string& dst, const TensorEdit& edit) {
+  std::error_code ec;
+  fs::create_directories(dst, ec);
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json"}) {
+    if (!FileExists(src + "/" + f)) continue;
+    fs::copy_file(src + "/" + f, dst + "/" + f, fs::copy_options::overwrite_existing, ec);
+    if (ec) return Status::Errorf("CopyCheckpoint: ", f, ": ", ec.message());
+  }
+  G4_ASSIGN_OR_RETURN(auto store, TensorStore::OpenDir(src));
+  std::vector<TensorToWrite> out;
+  for (const std::string& name : store->Names()) {
+    const TensorView* t = store->Find(name);
+    TensorToWrite w{name, t->dtype, t->shape, std::vector<uint8_t>(t->data, t->data + t->bytes)};
+    const bool is_float = t->dtype == DType::kBF16 || t->dtype == DType::kF16 || t->dtype == DType::kF32;
+    if (edit && is_float) {
+      std::vector<float> values(static_cast<size_t>(t->numel()));
+      for (int64_t i = 0; i < t->numel(); ++i) values[i] = static_cast<float>(t->ValueAt(i));
+      if (edit(name, values)) {
+        for (size_t i = 0; i < values.size(); ++i) {
+          if (t->dtype == DType::kF32) {
+            std::memcpy(w.data.data() + 4 * i, &values[i], 4);
+          } else {
+            const uint16_t h = t->dtype == DType::kBF16 ? F32ToBf16(values[i]) : F32ToF16(values[i]);
+            std::memcpy(w.data.data() + 2 * i, &h, 2);
+          }
+        }
+      }
+    }
+    out.push_back(std::move(w));
+  }
+  fs::remove(dst + "/model.safetensors.index.json", ec);
+  return WriteSafetensors(dst + "/model.safetensors", out, {{"format", "pt"}});
+}
+
+}  // namespace g4

@@ -1,0 +1,39 @@
+// Test checkpoints for every test: tiny synthetic Gemma-4 models written by model/synth, made
+// once per test process and cached by (preset, options).
+//
+//   std::string dir = TinyCheckpoint("e2b");                       // real vocab 262,144
+//   std::string fast = TinyCheckpoint("12b", {.vocab = 512});      // small LM head, fast tests
+//   std::string two = TinyCheckpoint("e4b", {.shards = 2});
+//
+// Files live under $G4_BINARY_DIR/testdata/<pid>/ and are removed when the process exits.
+// The tokenizer is $G4_ASSETS/tokenizer/gemma4.json, else $G4_SOURCE_DIR/assets/...; a missing
+// one fails the calling test. On any failure the helpers record a gtest failure and return "".
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/synth.h"
+
+namespace g4 {
+
+// Directory of the tiny preset ("e2b", "e4b", "12b") written with `options` (its tokenizer field
+// defaults to TestTokenizerPath()).
+std::string TinyCheckpoint(const std::string& preset, const SynthOptions& options = {});
+
+// The Gemma-4 test tokenizer.json.
+std::string TestTokenizerPath();
+
+// A fresh, empty directory for this test process: $G4_BINARY_DIR/testdata/<pid>/<name>.
+std::string TestTempDir(const std::string& name);
+
+// Copies checkpoint `src` to `dst` (config, generation config, tokenizer; the weights as one
+// model.safetensors). `edit`, if given, sees each tensor's values as float and returns true if it
+// changed them; changed values are rounded back to the tensor's dtype. For perturbation tests
+// and deliberately broken checkpoints.
+using TensorEdit = std::function<bool(const std::string& name, std::vector<float>& values)>;
+Status CopyCheckpoint(const std::string& src, const std::string& dst, const TensorEdit& edit = nullptr);
+
+}  // namespace g4
