@@ -17,7 +17,7 @@ int RunServe(int argc, char** argv) {
   app.add_option("--host", o.host, "address to bind (default 127.0.0.1: local only)");
   app.add_option("--port", o.port, "port (0 picks a free one)");
   app.add_option("--ctx", o.context, "context per slot in tokens (default min(4096, model max))");
-  app.add_option("--parallel,-np", o.parallel, "slots: sequences decoded together in one batch");
+  app.add_option("--parallel", o.parallel, "slots: sequences decoded together in one batch");
   app.add_option("--max-queue", o.max_queue, "requests that may wait for a slot; more get 429");
   app.add_option("--threads", o.threads, "compute threads (0 = all cores)");
   app.add_option("--http-threads", o.http_threads, "HTTP worker threads (0 = parallel + max-queue + 16)");

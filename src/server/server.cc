@@ -670,7 +670,8 @@ int RunServer(const ServerOptions& options) {
                              "invalid_request_error", "invalid_api_key"));
     return httplib::Server::HandlerResponse::Handled;
   });
-  svr.set_error_handler([&s](const httplib::Request& req, httplib::Response& res) {
+  svr.set_error_handler(httplib::Server::HandlerWithResponse([&s](const httplib::Request& req,
+                                                                   httplib::Response& res) {
     if (!res.body.empty() || res.status == 499) return httplib::Server::HandlerResponse::Unhandled;
     ApiError e;
     e.status = res.status;
@@ -687,10 +688,10 @@ int RunServer(const ServerOptions& options) {
     s.metrics.CountError(res.status == 404 ? "not_found" : res.status == 413 ? "payload_too_large" : "http");
     SendError(res, e);
     return httplib::Server::HandlerResponse::Handled;
-  });
-  svr.set_exception_handler([&s](const httplib::Request&, httplib::Response& res, std::exception& e) {
+  }));
+  svr.set_exception_handler([&s](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     s.metrics.CountError("internal");
-    SendError(res, MakeError(500, Str("internal error: ", e.what()), "server_error"));
+    SendError(res, MakeError(500, "internal error", "server_error"));
   });
 
   // Every handler: counted, in-flight tracked, and no exception escapes.

@@ -1,6 +1,7 @@
 #include "server/stop_matcher.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace g4 {
 
