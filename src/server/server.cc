@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <deque>
@@ -746,18 +747,28 @@ int RunServer(const ServerOptions& options) {
             res.set_content(s.metrics.Render(g), "text/plain; version=0.0.4");
           }));
 
-  if (!svr.bind_to_port(options.host, options.port)) {
+  // Port 0 takes a free port (tests); the log line says which.
+  int port = options.port;
+  if (port == 0) {
+    port = svr.bind_to_any_port(options.host);
+  } else if (!svr.bind_to_port(options.host, port)) {
+    port = -1;
+  }
+  if (port <= 0) {
     std::fprintf(stderr, "g4 serve: cannot listen on %s:%d: %s\n", options.host.c_str(), options.port,
                  std::strerror(errno));
     return 1;
   }
-  Log(s, Str("listening on http://", options.host, ":", options.port, " (model ", s.model_name, " loading from ",
+  Log(s, Str("listening on http://", options.host, ":", port, " (model ", s.model_name, " loading from ",
              options.model_dir, "; ctx ", s.context, " x ", options.parallel, " slots)"));
 
   std::atomic<bool> loader_done{false};
   std::atomic<int> exit_code{0};
   std::thread loader([&] {
     const auto t0 = Clock::now();
+    // Tests hold the loading phase open to observe it (G4_SERVE_LOAD_DELAY_MS).
+    if (const char* delay = std::getenv("G4_SERVE_LOAD_DELAY_MS"))
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(delay)));
     Status st = LoadEverything(s);
     if (!st.ok()) {
       Log(s, "cannot load the model: " + st.message());
