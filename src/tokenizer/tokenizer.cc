@@ -111,18 +111,28 @@ std::string ReplaceAll(std::string_view text, std::string_view from, std::string
 // Hash tables. Both store only ids; keys are compared against the owning Tokenizer's arrays.
 
 struct Tokenizer::PieceTable {
-  std::vector<int32_t> slots;  // -1 = empty
+  // A slot keeps 32 bits of the hash next to the id, so a probe rarely touches a piece string.
+  struct Slot {
+    uint32_t tag;
+    int32_t id;  // -1 = empty
+  };
+  std::vector<Slot> slots;
   uint64_t mask = 0;
   void Init(size_t n) {
-    slots.assign(TableCapacity(n), -1);
+    slots.assign(TableCapacity(n), Slot{0, -1});
     mask = slots.size() - 1;
   }
   // Returns the slot where `piece` is or would go.
   size_t Probe(std::string_view piece, const std::vector<std::string>& pieces) const {
-    size_t i = HashBytes(piece) & mask;
-    while (slots[i] >= 0 && pieces[slots[i]] != piece) i = (i + 1) & mask;
+    return Probe(piece, HashBytes(piece), pieces);
+  }
+  size_t Probe(std::string_view piece, uint64_t h, const std::vector<std::string>& pieces) const {
+    uint32_t tag = static_cast<uint32_t>(h >> 32);
+    size_t i = h & mask;
+    while (slots[i].id >= 0 && (slots[i].tag != tag || pieces[slots[i].id] != piece)) i = (i + 1) & mask;
     return i;
   }
+  static uint32_t Tag(std::string_view piece) { return static_cast<uint32_t>(HashBytes(piece) >> 32); }
 };
 
 struct Tokenizer::MergeTable {
@@ -354,9 +364,9 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
     in_model[id] = 1;
     has_piece_[id] = 1;
     size_t slot = piece_table_->Probe(field.key, model_pieces_);
-    if (piece_table_->slots[slot] >= 0)
+    if (piece_table_->slots[slot].id >= 0)
       return Status::Errorf("model.vocab: piece \"", field.key, "\" appears twice");
-    piece_table_->slots[slot] = static_cast<int32_t>(id);
+    piece_table_->slots[slot] = PieceTable::Slot{PieceTable::Tag(field.key), static_cast<int32_t>(id)};
   }
   pieces_ = model_pieces_;
 
@@ -386,12 +396,11 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
   if (model["unk_token"].get(unk_token) == simdjson::SUCCESS) unk_id_ = ModelPieceId(unk_token);
 
   // Merges: [["a", "b"], ...] or ["a b", ...]; rank = position.
-  merges_ = std::make_unique<MergeTable>();
-  merges_->Init(merges.size());
-  std::string joined;
-  int32_t rank = 0;
+  std::vector<std::pair<std::string_view, std::string_view>> pairs;
+  pairs.reserve(merges.size());
   for (element merge : merges) {
     std::string_view left, right;
+    size_t rank = pairs.size();
     if (merge.is_array()) {
       simdjson::dom::array pair = merge.get_array().value_unsafe();
       if (pair.size() != 2 || pair.at(0).get(left) != simdjson::SUCCESS ||
@@ -407,15 +416,45 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
       left = both.substr(0, space);
       right = both.substr(space + 1);
     }
-    int a = ModelPieceId(left), b = ModelPieceId(right);
-    joined.assign(left);
-    joined.append(right);
-    int merged = ModelPieceId(joined);
-    if (a < 0 || b < 0 || merged < 0)
-      return Status::Errorf("model.merges[", rank, "] (\"", left, "\", \"", right,
-                            "\") names a piece missing from the vocab");
-    merges_->Put(a, b, Merge{rank, merged});
-    ++rank;
+    pairs.emplace_back(left, right);
+  }
+  // 1.5 million random lookups dominate loading; done in batches with prefetches so that the
+  // cache misses overlap instead of queueing one after another.
+  merges_ = std::make_unique<MergeTable>();
+  merges_->Init(pairs.size());
+  constexpr size_t kBatch = 32;
+  std::string joined[kBatch];
+  std::string_view keys[3 * kBatch];
+  uint64_t hashes[3 * kBatch];
+  int ids[3 * kBatch];
+  const PieceTable& table = *piece_table_;
+  for (size_t base = 0; base < pairs.size(); base += kBatch) {
+    size_t n = std::min(kBatch, pairs.size() - base);
+    for (size_t k = 0; k < n; ++k) {
+      const auto& [left, right] = pairs[base + k];
+      joined[k].assign(left);
+      joined[k].append(right);
+      keys[3 * k] = left;
+      keys[3 * k + 1] = right;
+      keys[3 * k + 2] = joined[k];
+    }
+    for (size_t j = 0; j < 3 * n; ++j) {
+      hashes[j] = HashBytes(keys[j]);
+      __builtin_prefetch(&table.slots[hashes[j] & table.mask]);
+    }
+    for (size_t j = 0; j < 3 * n; ++j) {
+      int32_t id = table.slots[hashes[j] & table.mask].id;
+      if (id >= 0) __builtin_prefetch(&model_pieces_[id]);
+    }
+    for (size_t j = 0; j < 3 * n; ++j) ids[j] = table.slots[table.Probe(keys[j], hashes[j], model_pieces_)].id;
+    for (size_t k = 0; k < n; ++k) {
+      if (ids[3 * k] < 0 || ids[3 * k + 1] < 0 || ids[3 * k + 2] < 0)
+        return Status::Errorf("model.merges[", base + k, "] (\"", pairs[base + k].first, "\", \"",
+                              pairs[base + k].second, "\") names a piece missing from the vocab");
+      __builtin_prefetch(&merges_->slots[MergeTable::Hash(MergeTable::Key(ids[3 * k], ids[3 * k + 1])) & merges_->mask]);
+    }
+    for (size_t k = 0; k < n; ++k)
+      merges_->Put(ids[3 * k], ids[3 * k + 1], Merge{static_cast<int32_t>(base + k), ids[3 * k + 2]});
   }
 
   // Added tokens: matched before BPE. lstrip/rstrip/single_word change matching in ways g4
@@ -550,8 +589,7 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
 }
 
 int Tokenizer::ModelPieceId(std::string_view piece) const {
-  int32_t id = piece_table_->slots[piece_table_->Probe(piece, model_pieces_)];
-  return id;
+  return piece_table_->slots[piece_table_->Probe(piece, model_pieces_)].id;
 }
 
 int Tokenizer::CharId(uint32_t code_point) const {
@@ -642,6 +680,8 @@ struct QueuedMerge {
   int32_t rank;
   int32_t pos;
   int32_t new_id;
+  int32_t left_id;  // the pair when queued, to detect a stale entry
+  int32_t right_id;
 };
 
 // Heap order: lowest rank first, then leftmost, as HF's BinaryHeap of Merge orders them.
@@ -694,7 +734,7 @@ void Tokenizer::Bpe(std::string_view word, std::vector<int>* out) const {
   const MergeTable& merges = *merges_;
   for (size_t i = 0; i + 1 < symbols.size(); ++i) {
     if (const Merge* m = merges.Find(symbols[i].id, symbols[i + 1].id))
-      heap.push_back(QueuedMerge{m->rank, static_cast<int32_t>(i), m->new_id});
+      heap.push_back(QueuedMerge{m->rank, static_cast<int32_t>(i), m->new_id, symbols[i].id, symbols[i + 1].id});
   }
   std::make_heap(heap.begin(), heap.end(), LaterMerge());
   while (!heap.empty()) {
@@ -704,22 +744,24 @@ void Tokenizer::Bpe(std::string_view word, std::vector<int>* out) const {
     Symbol& left = symbols[top.pos];
     if (!left.alive || left.next < 0) continue;
     Symbol& right = symbols[left.next];
-    // Stale entry: the pair at this position changed since it was queued.
-    const Merge* current = merges.Find(left.id, right.id);
-    if (!current || current->new_id != top.new_id) continue;
+    // Stale entry: the pair at this position changed since it was queued. HF looks the current
+    // pair up and compares new ids; within one word that is the same as comparing the pair (the
+    // pair at a position only ever covers a longer span, so an equal merged piece means an equal
+    // split), and this saves a hash lookup.
+    if (left.id != top.left_id || right.id != top.right_id) continue;
     left.id = top.new_id;
     right.alive = 0;
     left.next = right.next;
     if (right.next >= 0) symbols[right.next].prev = top.pos;
     if (left.prev >= 0) {
       if (const Merge* m = merges.Find(symbols[left.prev].id, left.id)) {
-        heap.push_back(QueuedMerge{m->rank, left.prev, m->new_id});
+        heap.push_back(QueuedMerge{m->rank, left.prev, m->new_id, symbols[left.prev].id, left.id});
         std::push_heap(heap.begin(), heap.end(), LaterMerge());
       }
     }
     if (left.next >= 0) {
       if (const Merge* m = merges.Find(left.id, symbols[left.next].id)) {
-        heap.push_back(QueuedMerge{m->rank, top.pos, m->new_id});
+        heap.push_back(QueuedMerge{m->rank, top.pos, m->new_id, left.id, symbols[left.next].id});
         std::push_heap(heap.begin(), heap.end(), LaterMerge());
       }
     }
