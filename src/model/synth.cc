@@ -40,9 +40,12 @@ int EffectiveVocab(const SynthSpec& spec, const SynthOptions& options) {
 
 const char* DTypeConfigName(DType dtype) {
   switch (dtype) {
-    case DType::kF16: return "float16";
-    case DType::kF32: return "float32";
-    default: return "bfloat16";
+    case DType::kF16:
+      return "float16";
+    case DType::kF32:
+      return "float32";
+    default:
+      return "bfloat16";
   }
 }
 
@@ -70,6 +73,8 @@ int64_t SynthTensor::numel() const {
 Result<SynthSpec> SynthPreset(const std::string& preset, const std::string& scale) {
   if (scale != "tiny" && scale != "full")
     return Status::Errorf("synth: --scale must be tiny or full, got \"", scale, "\"");
+  // Tiny presets: hidden 96 and PLE width 24 are not perfect squares, so the dtype rounding of
+  // the embedding scales shows (bf16(sqrt(96)) = 9.8125, bf16(sqrt(24)) = 4.90625; E2B's 39.25).
   SynthSpec s;
   s.preset = preset;
   s.scale = scale;
@@ -77,8 +82,8 @@ Result<SynthSpec> SynthPreset(const std::string& preset, const std::string& scal
   if (preset == "e2b") {
     // E2B: 4:1 pattern, MQA, KV sharing (sources = last sliding / last full non-shared layer),
     // double-wide MLP on shared layers, PLE.
-    s.hidden = tiny ? 64 : 1536;
-    s.intermediate = tiny ? 128 : 6144;
+    s.hidden = tiny ? 96 : 1536;
+    s.intermediate = tiny ? 192 : 6144;
     s.layers = tiny ? 10 : 35;
     s.heads = 8;
     s.kv_heads = 1;
@@ -87,12 +92,12 @@ Result<SynthSpec> SynthPreset(const std::string& preset, const std::string& scal
     s.double_wide = true;
     s.window = tiny ? 8 : 512;
     s.kv_shared = tiny ? 5 : 20;
-    s.ple_dim = tiny ? 16 : 256;
+    s.ple_dim = tiny ? 24 : 256;
     s.max_position = 131072;
     s.layer_types = Pattern(s.layers, 5);
   } else if (preset == "e4b") {
-    s.hidden = tiny ? 64 : 2560;
-    s.intermediate = tiny ? 128 : 10240;
+    s.hidden = tiny ? 96 : 2560;
+    s.intermediate = tiny ? 192 : 10240;
     s.layers = tiny ? 12 : 42;
     s.heads = 8;
     s.kv_heads = 2;
@@ -100,14 +105,14 @@ Result<SynthSpec> SynthPreset(const std::string& preset, const std::string& scal
     s.global_head_dim = tiny ? 32 : 512;
     s.window = tiny ? 12 : 512;
     s.kv_shared = tiny ? 6 : 18;
-    s.ple_dim = tiny ? 16 : 256;
+    s.ple_dim = tiny ? 24 : 256;
     s.max_position = 131072;
     s.layer_types = Pattern(s.layers, 6);
   } else if (preset == "12b") {
     // 12B: one global KV head with K=V (no v_proj on full layers), no PLE, no sharing.
     s.unified = true;
-    s.hidden = tiny ? 64 : 3840;
-    s.intermediate = tiny ? 128 : 15360;
+    s.hidden = tiny ? 96 : 3840;
+    s.intermediate = tiny ? 192 : 15360;
     s.layers = tiny ? 12 : 48;
     s.heads = 16;
     s.kv_heads = 8;
@@ -162,10 +167,11 @@ std::string SynthConfigJson(const SynthSpec& spec, const SynthOptions& options) 
   t["eos_token_id"] = 1;
   t["bos_token_id"] = 2;
   t["dtype"] = DTypeConfigName(options.dtype);
-  t["rope_parameters"] = {
-      {kSliding, {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
-      {kFull,
-       {{"rope_type", "proportional"}, {"rope_theta", 1000000.0}, {"partial_rotary_factor", 0.25}}}};
+  t["rope_parameters"] = {{kSliding, {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+                          {kFull,
+                           {{"rope_type", "proportional"},
+                            {"rope_theta", 1000000.0},
+                            {"partial_rotary_factor", 0.25}}}};
   if (options.config_form == SynthConfigForm::kFlat) {
     t["global_head_dim"] = spec.global_head_dim;
     t["num_global_key_value_heads"] =
@@ -254,7 +260,8 @@ std::vector<SynthTensor> SynthTensors(const SynthSpec& spec, const SynthOptions&
   norm(p + "norm.weight", H);
   if (P > 0) {
     // Token part is scaled by sqrt(P) in the model: unit RMS after scaling.
-    normal(p + "embed_tokens_per_layer.weight", {V, L * P}, 1.0 / std::sqrt(static_cast<double>(P)));
+    normal(p + "embed_tokens_per_layer.weight", {V, L * P},
+           1.0 / std::sqrt(static_cast<double>(P)));
     linear(p + "per_layer_model_projection.weight", L * P, H);
     norm(p + "per_layer_projection_norm.weight", P);
   }
@@ -263,8 +270,8 @@ std::vector<SynthTensor> SynthTensors(const SynthSpec& spec, const SynthOptions&
     const std::string l = p + "layers." + std::to_string(i) + ".";
     const bool full = spec.layer_types[i] == kFull;
     const int hd = full ? spec.global_head_dim : spec.head_dim;
-    const int kv = (full && spec.k_eq_v && spec.global_kv_heads > 0) ? spec.global_kv_heads
-                                                                      : spec.kv_heads;
+    const int kv =
+        (full && spec.k_eq_v && spec.global_kv_heads > 0) ? spec.global_kv_heads : spec.kv_heads;
     const bool shared = spec.kv_shared > 0 && i >= first_shared;
     const int width = spec.intermediate * ((spec.double_wide && shared) ? 2 : 1);
     for (const char* n : {"input_layernorm.weight", "post_attention_layernorm.weight",
@@ -309,7 +316,8 @@ float ValueAt(const SynthTensor& tensor, uint64_t tensor_seed, uint64_t index) {
   if (tensor.normal) {
     // Irwin-Hall of four 16-bit uniforms: mean 2, variance 1/3; cheap, and bounded at 3.5 sigma.
     double s = 0;
-    for (int k = 0; k < 4; ++k) s += (static_cast<double>((bits >> (16 * k)) & 0xffff) + 0.5) / 65536.0;
+    for (int k = 0; k < 4; ++k)
+      s += (static_cast<double>((bits >> (16 * k)) & 0xffff) + 0.5) / 65536.0;
     return static_cast<float>(tensor.lo + tensor.hi * (s - 2.0) * 1.7320508075688772);
   }
   const double u = static_cast<double>(bits >> 11) * 0x1.0p-53;
@@ -331,8 +339,9 @@ Status WriteSynthCheckpoint(const SynthSpec& spec, const SynthOptions& options,
     return Status::Errorf("synth: --vocab ", options.vocab,
                           " is too small (the special ids up to 106 must exist; use >= 256)");
   if (options.tokenizer.empty() || !FileExists(options.tokenizer))
-    return Status::Errorf("synth: tokenizer.json not found at \"", options.tokenizer,
-                          "\" (pass --tokenizer PATH; set-up derives assets/tokenizer/gemma4.json)");
+    return Status::Errorf(
+        "synth: tokenizer.json not found at \"", options.tokenizer,
+        "\" (pass --tokenizer PATH; set-up derives assets/tokenizer/gemma4.json)");
   std::vector<SynthTensor> tensors = SynthTensors(spec, options);
   if (options.shards < 1 || options.shards > static_cast<int>(tensors.size()))
     return Status::Errorf("synth: --shards must be in [1, ", tensors.size(), "], got ",
@@ -371,7 +380,8 @@ Status WriteSynthCheckpoint(const SynthSpec& spec, const SynthOptions& options,
       const size_t left = tensors.size() - i;
       const int shards_after = options.shards - 1 - k;
       if (!shards[k].empty() && k + 1 < options.shards &&
-          (acc >= total_bytes * (k + 1) / options.shards || left <= static_cast<size_t>(shards_after)))
+          (acc >= total_bytes * (k + 1) / options.shards ||
+           left <= static_cast<size_t>(shards_after)))
         ++k;
       shards[k].push_back(i);
       acc += static_cast<uint64_t>(tensors[i].numel()) * esize;
@@ -380,7 +390,8 @@ Status WriteSynthCheckpoint(const SynthSpec& spec, const SynthOptions& options,
 
   json weight_map = json::object();
   for (int k = 0; k < options.shards; ++k) {
-    const std::string file = options.shards == 1 ? "model.safetensors" : ShardName(k + 1, options.shards);
+    const std::string file =
+        options.shards == 1 ? "model.safetensors" : ShardName(k + 1, options.shards);
     std::vector<TensorToWrite> specs;
     std::vector<uint64_t> seeds;
     for (size_t i : shards[k]) {
@@ -406,8 +417,8 @@ Status WriteSynthCheckpoint(const SynthSpec& spec, const SynthOptions& options,
       }
       return OkStatus();
     };
-    G4_RETURN_IF_ERROR(WriteSafetensorsStreaming(out_dir + "/" + file, specs, fill,
-                                                 {{"format", "pt"}}));
+    G4_RETURN_IF_ERROR(
+        WriteSafetensorsStreaming(out_dir + "/" + file, specs, fill, {{"format", "pt"}}));
   }
   if (options.shards > 1) {
     json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
