@@ -1,22 +1,16 @@
-// The server's view of the chat protocol: render OpenAI messages (+ tools, thinking) into the
-// Gemma-4 prompt text, and split the model's output text (special markers kept) into
-// reasoning_content / content / tool_calls, incrementally for streaming.
-// The format itself lives in tokenizer/chat_gemma4; this file only adapts it to the server.
+// The server's view of the chat protocol (tokenizer/chat_gemma4): splits the model's output text
+// (special markers kept) into reasoning_content / content / OpenAI tool_calls, incrementally
+// for streaming, and numbers the tool calls the way OpenAI clients expect.
 #pragma once
 
-#include <memory>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
-#include "base/status.h"
+#include "tokenizer/chat_gemma4.h"
 
 namespace g4 {
-
-// The full prompt text, "<bos>" included, ending with the generation prompt.
-Result<std::string> RenderChatPrompt(const nlohmann::json& messages, const nlohmann::json& tools,
-                                     bool enable_thinking);
 
 struct ChatDelta {
   std::string reasoning;
@@ -24,19 +18,18 @@ struct ChatDelta {
   bool empty() const { return reasoning.empty() && content.empty(); }
 };
 
-// Feed the generated text as it comes (decoded with special tokens kept, stop token excluded).
 class ChatOutputSplitter {
  public:
-  ChatOutputSplitter();
-  ~ChatOutputSplitter();
+  // Feed the generated text as it comes (decoded with special tokens kept, stop token excluded).
   ChatDelta Add(std::string_view text);
   ChatDelta Finish();
-  // OpenAI tool_calls (array, possibly empty) parsed from the output; valid after Finish().
-  nlohmann::json ToolCalls() const;
+  // OpenAI tool_calls ({id, type, function:{name, arguments}}), in order; complete after Finish().
+  const nlohmann::json& ToolCalls() const { return tool_calls_; }
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  ChatDelta Take(ChatOutput out);
+  Gemma4OutputParser parser_;
+  nlohmann::json tool_calls_ = nlohmann::json::array();
 };
 
 }  // namespace g4

@@ -49,6 +49,7 @@ struct ServerState {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Scheduler> scheduler;
   ApiLimits limits;
+  Gemma4TemplateFeatures chat_features;  // from the checkpoint's chat_template.jinja, if any
   Metrics metrics;
   std::atomic<int> in_flight{0};
   std::atomic<uint64_t> next_request{1};
@@ -295,7 +296,10 @@ bool BuildPrompt(ServerState& s, const ApiRequest& r, std::vector<int>* ids, Api
   if (r.route == ApiRoute::kChat || (r.route == ApiRoute::kGenerate && !r.raw)) {
     json messages = r.messages;
     if (r.route == ApiRoute::kGenerate) messages = json::array({{{"role", "user"}, {"content", r.prompt_text}}});
-    auto text = RenderChatPrompt(messages, r.tools_enabled ? r.tools : json(nullptr), r.enable_thinking);
+    Gemma4ChatOptions chat;
+    chat.enable_thinking = r.enable_thinking;
+    chat.features = s.chat_features;
+    auto text = RenderGemma4Chat(messages, r.tools_enabled ? r.tools : json(nullptr), chat);
     if (!text.ok()) {
       *error = MakeError(400, text.status().message(), "invalid_request_error", "", "messages");
       return false;
@@ -588,6 +592,18 @@ Status LoadEverything(ServerState& s) {
   mo.threads = s.options.threads;
   G4_ASSIGN_OR_RETURN(s.model, Model::Load(s.options.model_dir, mo));
   G4_ASSIGN_OR_RETURN(s.tokenizer, Tokenizer::Load(s.options.model_dir + "/tokenizer.json"));
+  // The template revision decides small prompt details (thinking marker, empty thought channel).
+  const std::string jinja_path = s.options.model_dir + "/chat_template.jinja";
+  if (FILE* f = std::fopen(jinja_path.c_str(), "rb")) {
+    std::string text;
+    char buf[65536];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    std::fclose(f);
+    const ChatTemplateInfo info = DetectChatTemplate(text);
+    s.chat_features = info.features;
+    Log(s, Str("chat template: ", info.revision, info.known ? "" : " (" + info.warning + ")"));
+  }
   const ModelPlan& plan = s.model->plan();
   s.limits.vocab = plan.vocab;
   s.limits.defaults = plan.config.generation;
