@@ -322,16 +322,23 @@ void Scheduler::Step() {
   }
   for (const Taken& t : taken) t.slot->prompt_done = t.end;
 
-  const auto sampled_at = Clock::now();
-  for (size_t i = 0; i < owners.size(); ++i) {
+  // Sampling is per row with each slot's own sampler, so rows are sampled in parallel (a pass
+  // over the vocabulary per row adds up at 16 rows); callbacks then run in row order.
+  std::vector<TokenInfo> infos(owners.size());
+  model_.pool().ParallelFor(static_cast<int64_t>(owners.size()), [&](int64_t i, int) {
     Slot& slot = *owners[i];
-    float* logits = logits_.data() + i * static_cast<size_t>(vocab);
-    TokenInfo info;
+    float* logits = logits_.data() + static_cast<size_t>(i) * vocab;
+    TokenInfo& info = infos[i];
     info.token = slot.sampler->Sample(logits, slot.generated);
     if (slot.request.top_logprobs >= 0) {
       info.logprob = slot.sampler->LogProb(info.token);
       if (slot.request.top_logprobs > 0) info.top = slot.sampler->TopLogProbs(slot.request.top_logprobs);
     }
+  });
+  const auto sampled_at = Clock::now();
+  for (size_t i = 0; i < owners.size(); ++i) {
+    Slot& slot = *owners[i];
+    const TokenInfo& info = infos[i];
     if (slot.generated.empty()) slot.first_token = sampled_at;
     slot.generated.push_back(info.token);
     const bool keep_going = !slot.request.on_token || slot.request.on_token(info);

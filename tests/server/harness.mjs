@@ -26,7 +26,8 @@ export function testModel() {
 
 // Starts `g4 serve` with extra flags; resolves once /health says ok (unless waitReady is false).
 export async function startServer(model, flags = [], { env = {}, waitReady = true } = {}) {
-  const args = ['serve', '--model', model, '--port', '0', '--threads', '1', ...flags];
+  const threads = flags.includes('--threads') ? [] : ['--threads', '1'];  // 2 shared cores: no spinning pools
+  const args = ['serve', '--model', model, '--port', '0', ...threads, ...flags];
   const proc = spawn(g4, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
