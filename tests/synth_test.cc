@@ -26,7 +26,8 @@ std::vector<int> Prompt(int n, int vocab, uint32_t seed = 11) {
   return ids;
 }
 
-double MaxAbsDiff(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
+double MaxAbsDiff(const std::vector<std::vector<double>>& a,
+                  const std::vector<std::vector<double>>& b) {
   double d = 0;
   for (size_t t = 0; t < a.size(); ++t)
     for (size_t v = 0; v < a[t].size(); ++v) d = std::max(d, std::fabs(a[t][v] - b[t][v]));
@@ -50,9 +51,7 @@ TEST(Synth, FullPresetsHaveTheRealParameterCounts) {
 TEST(Synth, TinyPresetsLoadThroughTensorStoreWithTheRealLayout) {
   for (const char* preset : {"e2b", "e4b", "12b"}) {
     SCOPED_TRACE(preset);
-    SynthOptions o;
-    o.vocab = 512;
-    const std::string dir = TinyCheckpoint(preset, o);
+    const std::string dir = TinyCheckpoint(preset, {.vocab = 512});
     auto store = TensorStore::OpenDir(dir);
     ASSERT_TRUE(store.ok()) << store.status().message();
     auto cfg = LoadModelConfig(dir);
@@ -169,9 +168,10 @@ TEST_P(SynthConditioning, TinyPresetIsWellConditionedAndDecisive) {
   ASSERT_TRUE(trace.ok());
   double min_gap = 1e9;
   for (const auto& s : *trace) min_gap = std::min(min_gap, s.top1 - s.top2);
-  std::printf("[synth %s] noise floor f32-vs-f64 %.3g (40 tokens), logit sd %.2f, "
-              "min greedy gap %.3g over 32 tokens (prompt %zu > window %d)\n",
-              preset, floor, sd, min_gap, prompt.size(), window);
+  std::printf(
+      "[synth %s] noise floor f32-vs-f64 %.3g (40 tokens), logit sd %.2f, "
+      "min greedy gap %.3g over 32 tokens (prompt %zu > window %d)\n",
+      preset, floor, sd, min_gap, prompt.size(), window);
   EXPECT_LT(floor, 2e-4);
   EXPECT_GT(min_gap, 20 * floor);
   EXPECT_GT(min_gap, 5e-3);

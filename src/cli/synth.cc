@@ -1,4 +1,6 @@
 // g4 synth: writes a seeded random Gemma-4 checkpoint in the Hugging Face layout (model/synth.h).
+#include "model/synth.h"
+
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -9,7 +11,6 @@
 
 #include "base/mapped_file.h"
 #include "cli/command.h"
-#include "model/synth.h"
 
 namespace g4::cli {
 namespace {
@@ -35,7 +36,8 @@ std::string DefaultTokenizerPath() {
 }
 
 int RunSynth(int argc, char** argv) {
-  CLI::App app{"Write a synthetic Gemma-4 checkpoint (seeded random weights, real layout)", "g4 synth"};
+  CLI::App app{"Write a synthetic Gemma-4 checkpoint (seeded random weights, real layout)",
+               "g4 synth"};
   std::string preset, scale = "tiny", out, form = "flat", dtype = "bf16";
   SynthOptions options;
   app.add_option("--preset", preset, "e2b, e4b or 12b")->required();
@@ -57,7 +59,8 @@ int RunSynth(int argc, char** argv) {
   } else if (form == "per_layer") {
     options.config_form = SynthConfigForm::kPerLayer;
   } else {
-    std::fprintf(stderr, "g4 synth: --config-form must be flat or per_layer, got \"%s\"\n", form.c_str());
+    std::fprintf(stderr, "g4 synth: --config-form must be flat or per_layer, got \"%s\"\n",
+                 form.c_str());
     return 2;
   }
   if (dtype == "bf16") {
@@ -73,12 +76,12 @@ int RunSynth(int argc, char** argv) {
   if (options.tokenizer.empty()) options.tokenizer = DefaultTokenizerPath();
   auto spec = SynthPreset(preset, scale);
   if (!spec.ok()) {
-    std::fprintf(stderr, "g4 synth: %s\n", spec.status().message().c_str());
+    std::fprintf(stderr, "g4 %s\n", spec.status().message().c_str());
     return 2;
   }
   Status st = WriteSynthCheckpoint(*spec, options, out);
   if (!st.ok()) {
-    std::fprintf(stderr, "g4 synth: %s\n", st.message().c_str());
+    std::fprintf(stderr, "g4 %s\n", st.message().c_str());
     return 1;
   }
   std::printf("wrote %s %s checkpoint (seed %llu) to %s\n", preset.c_str(), scale.c_str(),

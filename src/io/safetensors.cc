@@ -281,7 +281,8 @@ Status WriteSafetensorsStreaming(const std::string& path, const std::vector<Tens
   uint64_t len = h.size();
   if (std::fwrite(&len, 8, 1, out) != 1 || std::fwrite(h.data(), 1, h.size(), out) != h.size())
     return fail(Status::Errorf(tmp, ": write failed (disk full?)"));
-  std::vector<uint8_t> buf(static_cast<size_t>(std::min<uint64_t>(chunk_bytes, std::max<uint64_t>(offset, 8))));
+  const uint64_t buf_bytes = std::min<uint64_t>(chunk_bytes, std::max<uint64_t>(offset, 8));
+  std::vector<uint8_t> buf(static_cast<size_t>(buf_bytes));
   for (size_t i = 0; i < specs.size(); ++i) {
     for (uint64_t done = 0; done < sizes[i];) {
       const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), sizes[i] - done));

@@ -47,10 +47,9 @@ TEST(SafetensorsStreaming, SameBytesAsInMemoryWriterForAnyChunkSize) {
   }
   // A failing fill leaves no file behind.
   std::vector<TensorToWrite> specs = {{"x", DType::kF32, {4}, {}}};
-  Status st = WriteSafetensorsStreaming(dir + "/fail.safetensors", specs,
-                                        [](size_t, uint64_t, uint8_t*, size_t) {
-                                          return Status::Error("boom");
-                                        });
+  Status st = WriteSafetensorsStreaming(
+      dir + "/fail.safetensors", specs,
+      [](size_t, uint64_t, uint8_t*, size_t) { return Status::Error("boom"); });
   EXPECT_FALSE(st.ok());
   EXPECT_FALSE(FileExists(dir + "/fail.safetensors"));
   EXPECT_FALSE(FileExists(dir + "/fail.safetensors.tmp"));

@@ -40,9 +40,12 @@ int EffectiveVocab(const SynthSpec& spec, const SynthOptions& options) {
 
 const char* DTypeConfigName(DType dtype) {
   switch (dtype) {
-    case DType::kF16: return "float16";
-    case DType::kF32: return "float32";
-    default: return "bfloat16";
+    case DType::kF16:
+      return "float16";
+    case DType::kF32:
+      return "float32";
+    default:
+      return "bfloat16";
   }
 }
 
@@ -164,10 +167,11 @@ std::string SynthConfigJson(const SynthSpec& spec, const SynthOptions& options) 
   t["eos_token_id"] = 1;
   t["bos_token_id"] = 2;
   t["dtype"] = DTypeConfigName(options.dtype);
-  t["rope_parameters"] = {
-      {kSliding, {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
-      {kFull,
-       {{"rope_type", "proportional"}, {"rope_theta", 1000000.0}, {"partial_rotary_factor", 0.25}}}};
+  t["rope_parameters"] = {{kSliding, {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
+                          {kFull,
+                           {{"rope_type", "proportional"},
+                            {"rope_theta", 1000000.0},
+                            {"partial_rotary_factor", 0.25}}}};
   if (options.config_form == SynthConfigForm::kFlat) {
     t["global_head_dim"] = spec.global_head_dim;
     t["num_global_key_value_heads"] =
@@ -256,7 +260,8 @@ std::vector<SynthTensor> SynthTensors(const SynthSpec& spec, const SynthOptions&
   norm(p + "norm.weight", H);
   if (P > 0) {
     // Token part is scaled by sqrt(P) in the model: unit RMS after scaling.
-    normal(p + "embed_tokens_per_layer.weight", {V, L * P}, 1.0 / std::sqrt(static_cast<double>(P)));
+    normal(p + "embed_tokens_per_layer.weight", {V, L * P},
+           1.0 / std::sqrt(static_cast<double>(P)));
     linear(p + "per_layer_model_projection.weight", L * P, H);
     norm(p + "per_layer_projection_norm.weight", P);
   }
@@ -265,8 +270,8 @@ std::vector<SynthTensor> SynthTensors(const SynthSpec& spec, const SynthOptions&
     const std::string l = p + "layers." + std::to_string(i) + ".";
     const bool full = spec.layer_types[i] == kFull;
     const int hd = full ? spec.global_head_dim : spec.head_dim;
-    const int kv = (full && spec.k_eq_v && spec.global_kv_heads > 0) ? spec.global_kv_heads
-                                                                      : spec.kv_heads;
+    const int kv =
+        (full && spec.k_eq_v && spec.global_kv_heads > 0) ? spec.global_kv_heads : spec.kv_heads;
     const bool shared = spec.kv_shared > 0 && i >= first_shared;
     const int width = spec.intermediate * ((spec.double_wide && shared) ? 2 : 1);
     for (const char* n : {"input_layernorm.weight", "post_attention_layernorm.weight",
@@ -311,7 +316,8 @@ float ValueAt(const SynthTensor& tensor, uint64_t tensor_seed, uint64_t index) {
   if (tensor.normal) {
     // Irwin-Hall of four 16-bit uniforms: mean 2, variance 1/3; cheap, and bounded at 3.5 sigma.
     double s = 0;
-    for (int k = 0; k < 4; ++k) s += (static_cast<double>((bits >> (16 * k)) & 0xffff) + 0.5) / 65536.0;
+    for (int k = 0; k < 4; ++k)
+      s += (static_cast<double>((bits >> (16 * k)) & 0xffff) + 0.5) / 65536.0;
     return static_cast<float>(tensor.lo + tensor.hi * (s - 2.0) * 1.7320508075688772);
   }
   const double u = static_cast<double>(bits >> 11) * 0x1.0p-53;
@@ -333,8 +339,9 @@ Status WriteSynthCheckpoint(const SynthSpec& spec, const SynthOptions& options,
     return Status::Errorf("synth: --vocab ", options.vocab,
                           " is too small (the special ids up to 106 must exist; use >= 256)");
   if (options.tokenizer.empty() || !FileExists(options.tokenizer))
-    return Status::Errorf("synth: tokenizer.json not found at \"", options.tokenizer,
-                          "\" (pass --tokenizer PATH; set-up derives assets/tokenizer/gemma4.json)");
+    return Status::Errorf(
+        "synth: tokenizer.json not found at \"", options.tokenizer,
+        "\" (pass --tokenizer PATH; set-up derives assets/tokenizer/gemma4.json)");
   std::vector<SynthTensor> tensors = SynthTensors(spec, options);
   if (options.shards < 1 || options.shards > static_cast<int>(tensors.size()))
     return Status::Errorf("synth: --shards must be in [1, ", tensors.size(), "], got ",
@@ -373,7 +380,8 @@ Status WriteSynthCheckpoint(const SynthSpec& spec, const SynthOptions& options,
       const size_t left = tensors.size() - i;
       const int shards_after = options.shards - 1 - k;
       if (!shards[k].empty() && k + 1 < options.shards &&
-          (acc >= total_bytes * (k + 1) / options.shards || left <= static_cast<size_t>(shards_after)))
+          (acc >= total_bytes * (k + 1) / options.shards ||
+           left <= static_cast<size_t>(shards_after)))
         ++k;
       shards[k].push_back(i);
       acc += static_cast<uint64_t>(tensors[i].numel()) * esize;
@@ -382,7 +390,8 @@ Status WriteSynthCheckpoint(const SynthSpec& spec, const SynthOptions& options,
 
   json weight_map = json::object();
   for (int k = 0; k < options.shards; ++k) {
-    const std::string file = options.shards == 1 ? "model.safetensors" : ShardName(k + 1, options.shards);
+    const std::string file =
+        options.shards == 1 ? "model.safetensors" : ShardName(k + 1, options.shards);
     std::vector<TensorToWrite> specs;
     std::vector<uint64_t> seeds;
     for (size_t i : shards[k]) {
@@ -408,8 +417,8 @@ Status WriteSynthCheckpoint(const SynthSpec& spec, const SynthOptions& options,
       }
       return OkStatus();
     };
-    G4_RETURN_IF_ERROR(WriteSafetensorsStreaming(out_dir + "/" + file, specs, fill,
-                                                 {{"format", "pt"}}));
+    G4_RETURN_IF_ERROR(
+        WriteSafetensorsStreaming(out_dir + "/" + file, specs, fill, {{"format", "pt"}}));
   }
   if (options.shards > 1) {
     json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};

@@ -36,8 +36,8 @@ struct SynthOptions {
 
 // The structure of one synthetic text decoder; the values written to config.json.
 struct SynthSpec {
-  std::string preset;  // "e2b", "e4b", "12b"
-  std::string scale;   // "tiny", "full"
+  std::string preset;    // "e2b", "e4b", "12b"
+  std::string scale;     // "tiny", "full"
   bool unified = false;  // 12B: model_type gemma4_unified / gemma4_unified_text
   int vocab = 262144;
   int hidden = 0;

@@ -50,10 +50,13 @@ struct Rope {
 Status ReadRope(const json& j, Rope* rope, const std::string& where) {
   if (!j.is_object()) return Status::Errorf(where, ": must be an object");
   std::string type;
-  if (j.contains("rope_type") && j["rope_type"].is_string()) type = j["rope_type"].get<std::string>();
+  if (j.contains("rope_type") && j["rope_type"].is_string())
+    type = j["rope_type"].get<std::string>();
   // Spec §1.4: copies without rope_type are proportional when they carry a partial factor.
-  else if (j.contains("partial_rotary_factor")) type = "proportional";
-  else type = "default";
+  else if (j.contains("partial_rotary_factor"))
+    type = "proportional";
+  else
+    type = "default";
   if (type != "default" && type != "proportional")
     return Status::Errorf(where, ": rope_type \"", type, "\" not supported");
   rope->proportional = type == "proportional";
@@ -119,7 +122,8 @@ Result<ReferenceConfig> ParseConfig(const std::string& text, const std::string& 
                             n_layers, " layers");
     for (int i = 0; i < n_layers; ++i) {
       const json& e = t["layer_types"][i];
-      if (e == "full_attention") full[i] = true;
+      if (e == "full_attention")
+        full[i] = true;
       else if (e != "sliding_attention")
         return Status::Errorf(where, ": layer_types[", i, "] = ", e.dump(), " unknown");
     }
@@ -155,7 +159,8 @@ Result<ReferenceConfig> ParseConfig(const std::string& text, const std::string& 
       const std::string key = std::to_string(i);
       const json& plc = t["per_layer_config"];
       if (plc.contains(key)) {
-        G4_RETURN_IF_ERROR(ReadInt(plc[key], "head_dim", false, &f.head_dim, where + " per_layer_config." + key));
+        G4_RETURN_IF_ERROR(
+            ReadInt(plc[key], "head_dim", false, &f.head_dim, where + " per_layer_config." + key));
         G4_RETURN_IF_ERROR(ReadInt(plc[key], "num_key_value_heads", false, &f.n_heads_kv,
                                    where + " per_layer_config." + key));
       }
@@ -172,8 +177,8 @@ Result<ReferenceConfig> ParseConfig(const std::string& text, const std::string& 
     const Rope& r = full[i] ? rope_full : rope_sliding;
     f.rope_theta = r.theta;
     // HF proportional: int(partial_rotary_factor * head_dim // 2) rotating pairs.
-    f.rope_pairs = r.proportional ? static_cast<int>(std::floor(r.partial * f.head_dim / 2))
-                                  : f.head_dim / 2;
+    f.rope_pairs =
+        r.proportional ? static_cast<int>(std::floor(r.partial * f.head_dim / 2)) : f.head_dim / 2;
     const bool is_shared = shared > 0 && i >= first_shared;
     f.kv_source = i;
     if (is_shared) {
@@ -287,16 +292,21 @@ namespace {
 double ScaleInDType(double value, DType dtype) {
   const float f = static_cast<float>(value);
   switch (dtype) {
-    case DType::kBF16: return RoundToBf16(f);
-    case DType::kF16: return RoundToF16(f);
-    case DType::kF32: return f;
-    default: return value;
+    case DType::kBF16:
+      return RoundToBf16(f);
+    case DType::kF16:
+      return RoundToF16(f);
+    case DType::kF32:
+      return f;
+    default:
+      return value;
   }
 }
 
 class TensorReader {
  public:
-  TensorReader(const TensorStore& store, std::string prefix) : store_(store), prefix_(std::move(prefix)) {}
+  TensorReader(const TensorStore& store, std::string prefix)
+      : store_(store), prefix_(std::move(prefix)) {}
 
   Result<const TensorView*> View(const std::string& name, std::vector<int64_t> shape) const {
     const TensorView* t = store_.Find(prefix_ + name);
@@ -359,8 +369,8 @@ Result<std::unique_ptr<ReferenceModel>> ReferenceModel::Load(const std::string& 
     const LayerFacts& f = c.layers[i];
     Weights::Layer ly;
     const std::string p = "layers." + std::to_string(i) + ".";
-    const int64_t hd = f.head_dim, q_dim = int64_t{f.n_heads_q} * hd, kv_dim = int64_t{f.n_heads_kv} * hd,
-                  I = f.mlp_width;
+    const int64_t hd = f.head_dim, q_dim = int64_t{f.n_heads_q} * hd,
+                  kv_dim = int64_t{f.n_heads_kv} * hd, I = f.mlp_width;
     G4_RETURN_IF_ERROR(rd.Read(p + "input_layernorm.weight", {H}, &ly.input_norm));
     G4_RETURN_IF_ERROR(rd.Read(p + "post_attention_layernorm.weight", {H}, &ly.post_attn_norm));
     G4_RETURN_IF_ERROR(rd.Read(p + "pre_feedforward_layernorm.weight", {H}, &ly.pre_ff_norm));
@@ -409,7 +419,8 @@ Status ReferenceModel::Forward(const std::vector<int>& ids, const ReferenceHooks
   const double eps = c.rms_norm_eps;
   if (!std::is_same_v<T, double>) hooks = nullptr;
   for (int id : ids)
-    if (id < 0 || id >= c.vocab) return Status::Errorf("token id ", id, " outside [0, ", c.vocab, ")");
+    if (id < 0 || id >= c.vocab)
+      return Status::Errorf("token id ", id, " outside [0, ", c.vocab, ")");
 
   // §3.1: scaled embedding.
   std::vector<std::vector<T>> x(n, std::vector<T>(H));
@@ -465,8 +476,10 @@ Status ReferenceModel::Forward(const std::vector<int>& ids, const ReferenceHooks
         std::vector<T> k_raw(kv_dim), v_raw(kv_dim);
         MatVec(ly.k, kv_dim, H, a[t].data(), k_raw.data());
         // §5: on K=V layers V is the RAW k_proj output, normed separately below.
-        if (f.k_eq_v) v_raw = k_raw;
-        else MatVec(ly.v, kv_dim, H, a[t].data(), v_raw.data());
+        if (f.k_eq_v)
+          v_raw = k_raw;
+        else
+          MatVec(ly.v, kv_dim, H, a[t].data(), v_raw.data());
         std::vector<T>& k = K[l][t];
         std::vector<T>& v = Vc[l][t];
         k = k_raw;
@@ -474,7 +487,8 @@ Status ReferenceModel::Forward(const std::vector<int>& ids, const ReferenceHooks
         for (int g = 0; g < nkv; ++g) {
           RmsNorm(k.data() + g * hd, hd, ly.k_norm.data(), eps);
           ApplyRope(k.data() + g * hd, hd, f.rope_pairs, f.rope_theta, t);
-          RmsNorm(v.data() + g * hd, hd, static_cast<const float*>(nullptr), eps);  // no weight, no RoPE
+          RmsNorm(v.data() + g * hd, hd, static_cast<const float*>(nullptr),
+                  eps);  // no weight, no RoPE
         }
         if constexpr (std::is_same_v<T, double>) {
           if (hooks && hooks->on_kv) hooks->on_kv(l, t, k_raw, k, v);

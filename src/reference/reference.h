@@ -24,8 +24,8 @@ struct LayerFacts {
   int head_dim = 0;
   int n_heads_q = 0;
   int n_heads_kv = 0;
-  int window = 0;     // sliding: key j visible from query pos iff 0 <= pos - j < window; 0 = full
-  int kv_source = 0;  // layer whose K/V this layer attends to; itself unless KV-shared
+  int window = 0;       // sliding: key j visible from query pos iff 0 <= pos - j < window; 0 = full
+  int kv_source = 0;    // layer whose K/V this layer attends to; itself unless KV-shared
   bool k_eq_v = false;  // no v_proj: V = weightless RMSNorm of the raw k_proj output
   int rope_pairs = 0;   // pairs (j, j + head_dim/2) with j < rope_pairs rotate
   double rope_theta = 0;
@@ -53,7 +53,7 @@ struct ReferenceHooks {
   // After a KV-owner layer computed position `pos`: the raw k_proj output [nkv*hd] and the K
   // (k_norm + RoPE) and V (weightless norm) it caches, which the hook may modify.
   std::function<void(int layer, int pos, const std::vector<double>& k_raw, std::vector<double>& k,
-                      std::vector<double>& v)>
+                     std::vector<double>& v)>
       on_kv;
   // The attention output of layer `layer` at `pos`: heads concatenated, before o_proj.
   std::function<void(int layer, int pos, const std::vector<double>& attention)> on_attention;

@@ -27,7 +27,8 @@ std::vector<int> Prompt(int n, int vocab, uint32_t seed = 7) {
   return ids;
 }
 
-double MaxAbsDiff(const std::vector<std::vector<double>>& a, const std::vector<std::vector<double>>& b) {
+double MaxAbsDiff(const std::vector<std::vector<double>>& a,
+                  const std::vector<std::vector<double>>& b) {
   double d = 0;
   for (size_t t = 0; t < a.size(); ++t)
     for (size_t v = 0; v < a[t].size(); ++v) d = std::max(d, std::fabs(a[t][v] - b[t][v]));
@@ -78,16 +79,17 @@ TEST(ReferenceRope, DefaultRotatesEveryPair) {
 }
 
 // The reference's own layer facts against the engine's plan, for the real configs in both forms.
-void ExpectSameFacts(const std::string& preset, SynthConfigForm form) {
-  SCOPED_TRACE(preset + (form == SynthConfigForm::kFlat ? " flat" : " per_layer"));
-  auto spec = SynthPreset(preset, "full");
+void ExpectSameFacts(const std::string& preset, const std::string& scale, SynthConfigForm form) {
+  SCOPED_TRACE(preset + " " + scale + (form == SynthConfigForm::kFlat ? " flat" : " per_layer"));
+  auto spec = SynthPreset(preset, scale);
   ASSERT_TRUE(spec.ok());
   SynthOptions o;
   o.config_form = form;
   const std::string dir =
-      TestTempDir("config-" + preset + (form == SynthConfigForm::kFlat ? "-flat" : "-plc"));
+      TestTempDir("config-" + preset + scale + (form == SynthConfigForm::kFlat ? "-flat" : "-plc"));
   ASSERT_TRUE(WriteFileAtomic(dir + "/config.json", SynthConfigJson(*spec, o)).ok());
-  ASSERT_TRUE(WriteFileAtomic(dir + "/generation_config.json", SynthGenerationConfigJson(*spec, o)).ok());
+  ASSERT_TRUE(
+      WriteFileAtomic(dir + "/generation_config.json", SynthGenerationConfigJson(*spec, o)).ok());
   auto facts = ReadReferenceConfig(dir);
   ASSERT_TRUE(facts.ok()) << facts.status().message();
   auto cfg = LoadModelConfig(dir);
@@ -114,7 +116,13 @@ void ExpectSameFacts(const std::string& preset, SynthConfigForm form) {
     EXPECT_EQ(f.mlp_width, p.mlp_width);
   }
   // Spec §4 / §1.2, stated directly.
-  if (preset == "e2b") {
+  if (scale == "tiny") {
+    // Same rule at small size: the last non-shared layer is full, the one before it sliding.
+    const int first_shared = preset == "e2b" ? 5 : preset == "e4b" ? 6 : 12;
+    for (int i = first_shared; i < static_cast<int>(facts->layers.size()); ++i)
+      EXPECT_EQ(facts->layers[i].kv_source,
+                facts->layers[i].sliding ? first_shared - 2 : first_shared - 1);
+  } else if (preset == "e2b") {
     for (int i = 15; i < 35; ++i) {
       EXPECT_EQ(facts->layers[i].kv_source, facts->layers[i].sliding ? 13 : 14) << i;
       EXPECT_EQ(facts->layers[i].mlp_width, 12288) << i;
@@ -124,7 +132,8 @@ void ExpectSameFacts(const std::string& preset, SynthConfigForm form) {
     EXPECT_FALSE(facts->layers[4].sliding);
     EXPECT_TRUE(facts->layers[5].sliding);  // 4:1, not 5:1
   } else if (preset == "e4b") {
-    for (int i = 24; i < 42; ++i) EXPECT_EQ(facts->layers[i].kv_source, facts->layers[i].sliding ? 22 : 23) << i;
+    for (int i = 24; i < 42; ++i)
+      EXPECT_EQ(facts->layers[i].kv_source, facts->layers[i].sliding ? 22 : 23) << i;
     for (int i = 0; i < 24; ++i) EXPECT_EQ(facts->layers[i].kv_source, i);
     EXPECT_EQ(facts->layers[30].mlp_width, 10240);
   } else {
@@ -140,8 +149,9 @@ void ExpectSameFacts(const std::string& preset, SynthConfigForm form) {
 
 TEST(ReferenceConfig, TwoDerivationsAgreeOnRealConfigs) {
   for (const char* preset : {"e2b", "e4b", "12b"})
-    for (SynthConfigForm form : {SynthConfigForm::kFlat, SynthConfigForm::kPerLayer})
-      ExpectSameFacts(preset, form);
+    for (const char* scale : {"full", "tiny"})
+      for (SynthConfigForm form : {SynthConfigForm::kFlat, SynthConfigForm::kPerLayer})
+        ExpectSameFacts(preset, scale, form);
 }
 
 // A small-vocabulary tiny checkpoint keeps these probes fast.
@@ -180,7 +190,8 @@ TEST(ReferencePitfalls, SlidingWindowShowsDistanceWMinus1AndHidesW) {
   const auto moved = attention_at(true, q - W, 0);
   EXPECT_EQ(base.at(q), moved.at(q)) << "key at distance W must be hidden";
   EXPECT_NE(base.at(q - 1), moved.at(q - 1)) << "key at distance W-1 must be visible";
-  EXPECT_EQ(base.at(q - W - 1), moved.at(q - W - 1)) << "a key must not be visible before it exists";
+  EXPECT_EQ(base.at(q - W - 1), moved.at(q - W - 1))
+      << "a key must not be visible before it exists";
   EXPECT_NE(base.at(q - W), moved.at(q - W)) << "the current token is visible";
 
   // A full layer sees every earlier key.
@@ -229,7 +240,8 @@ TEST(ReferencePitfalls, KEqVTakesVFromTheRawKProjOutput) {
       for (int d = 0; d < f.head_dim; ++d)
         v_is_normed_raw &= std::fabs(v[g * f.head_dim + d] - raw[d] / r) < 1e-12;
       if (f.k_eq_v) {
-        EXPECT_TRUE(v_is_normed_raw) << "layer " << l << ": V must be the weightless norm of raw k_proj";
+        EXPECT_TRUE(v_is_normed_raw)
+            << "layer " << l << ": V must be the weightless norm of raw k_proj";
         ++checked_keqv;
       } else {
         EXPECT_FALSE(v_is_normed_raw) << "layer " << l << ": V must come from v_proj";
@@ -362,8 +374,9 @@ TEST(ReferenceLoad, MissingTensorAndWrongShapeAreNamedErrors) {
   ASSERT_TRUE(WriteSafetensors(bad_shape + "/model.safetensors", all).ok());
   auto m2 = ReferenceModel::Load(bad_shape);
   ASSERT_FALSE(m2.ok());
-  EXPECT_NE(m2.status().message().find("layers.2.self_attn.q_norm.weight has shape [8], expected [16]"),
-            std::string::npos)
+  EXPECT_NE(
+      m2.status().message().find("layers.2.self_attn.q_norm.weight has shape [8], expected [16]"),
+      std::string::npos)
       << m2.status().message();
 }
 

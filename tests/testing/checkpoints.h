@@ -1,11 +1,16 @@
-// Test checkpoints for every test: tiny synthetic Gemma-4 models written by model/synth, made
-// once per test process and cached by (preset, options).
+// Test checkpoints for every test: tiny synthetic Gemma-4 models written by model/synth.
 //
 //   std::string dir = TinyCheckpoint("e2b");                       // real vocab 262,144
 //   std::string fast = TinyCheckpoint("12b", {.vocab = 512});      // small LM head, fast tests
 //   std::string two = TinyCheckpoint("e4b", {.shards = 2});
 //
-// Files live under $G4_BINARY_DIR/testdata/<pid>/ and are removed when the process exits.
+// Checkpoints are cached under $G4_BINARY_DIR/testdata/cache/<preset+options>-<fingerprint>,
+// shared by all test processes (ctest runs each test in its own process; an E-preset with the
+// real vocabulary is ~150 MB and ~1 s to write). The fingerprint covers the generator's output,
+// so editing synth.cc never reuses a stale entry. The directories are SHARED AND READ-ONLY: to
+// perturb or break a checkpoint, CopyCheckpoint it into a TestTempDir first.
+// Scratch directories (TestTempDir) live under $G4_BINARY_DIR/testdata/<pid>/ and are removed
+// when the process exits.
 // The tokenizer is $G4_ASSETS/tokenizer/gemma4.json, else $G4_SOURCE_DIR/assets/...; a missing
 // one fails the calling test. On any failure the helpers record a gtest failure and return "".
 #pragma once
@@ -34,6 +39,7 @@ std::string TestTempDir(const std::string& name);
 // changed them; changed values are rounded back to the tensor's dtype. For perturbation tests
 // and deliberately broken checkpoints.
 using TensorEdit = std::function<bool(const std::string& name, std::vector<float>& values)>;
-Status CopyCheckpoint(const std::string& src, const std::string& dst, const TensorEdit& edit = nullptr);
+Status CopyCheckpoint(const std::string& src, const std::string& dst,
+                      const TensorEdit& edit = nullptr);
 
 }  // namespace g4
