@@ -7,8 +7,10 @@
 #include "model/arch/gemma4.h"
 #include "model/plan.h"
 #include "model/weights.h"
+#include "base/mapped_file.h"
 #include "parallel/rank_plan.h"
 #include "runtime/kv_cache.h"
+#include "tokenizer/chat_gemma4.h"
 
 namespace g4::cli {
 namespace {
@@ -81,7 +83,16 @@ int RunInspect(int argc, char** argv) {
     std::printf("; suppressed:");
     for (int id : c.suppress_tokens) std::printf(" %d", id);
   }
-  std::printf("\n\n%s\n", FormatPlan(*plan).c_str());
+  std::printf("\n");
+  if (auto tmpl = ReadFileToString(model_dir + "/chat_template.jinja"); tmpl.ok()) {
+    ChatTemplateInfo info = DetectChatTemplate(*tmpl);
+    std::printf("chat template: %s%s (%s)\n", info.revision.c_str(), info.known ? "" : " [unknown]",
+                info.features_found.c_str());
+    if (!info.known) std::printf("warning: %s\n", info.warning.c_str());
+  } else {
+    std::printf("chat template: none shipped (chat_template.jinja absent); g4 uses its built-in Gemma-4 format\n");
+  }
+  std::printf("\n%s\n", FormatPlan(*plan).c_str());
 
   ParameterCounts p = CountParameters(*plan);
   std::printf("parameters (text decoder, as stored):\n");
