@@ -7,4 +7,4 @@ bash "$root/tools/setup.sh"
 bash "$root/tools/build.sh"
 echo
 echo "== g4 run on the default model (assets/models/default) =="
-"$root/build/g4" run --prompt "${1:-In the beginning God}" -n "${2:-24}"
+"$root/build/g4" run --prompt "${1:-In the beginning God}" -n "${2:-10}"
