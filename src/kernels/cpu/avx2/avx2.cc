@@ -367,6 +367,7 @@ inline void Walk(int r0, int r1, int n, Tile&& tile) {
 
 void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y, int64_t ldy) {
   auto tile = [&]<int R, int C>(int r, int i) { TileQ8<R, C>(w, r, x, i, y, ldy); };
+  // Measured (bench/kernels_bench.cc, 6144x1536, 64 rows): 2x2, 2x3, 3x2 and 4x2 within noise.
   if (x.n == 1) {
     Walk<4, 1>(r0, r1, x.n, tile);
   } else {
@@ -376,10 +377,11 @@ void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, flo
 
 void MatMulQ4(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y, int64_t ldy) {
   auto tile = [&]<int R, int C>(int r, int i) { TileQ4<R, C>(w, r, x, i, y, ldy); };
+  // 4x2 measured ~5-10% faster than 2x2 (nibble unpacking amortised over two x rows).
   if (x.n == 1) {
     Walk<4, 1>(r0, r1, x.n, tile);
   } else {
-    Walk<2, 2>(r0, r1, x.n, tile);
+    Walk<4, 2>(r0, r1, x.n, tile);
   }
 }
 
