@@ -20,6 +20,8 @@ int RunLogits(int argc, char** argv) {
   app.add_option("--ids", ids_text, "comma-separated token ids")->required();
   app.add_option("--out", out, "output .npy file")->required();
   app.add_option("--threads", threads, "threads (0 = all cores)");
+  std::string quant = "bf16";
+  app.add_option("--quant", quant, "weight format: bf16 (as shipped), q8, q4")->check(CLI::IsMember({"bf16", "q8", "q4"}));
   app.add_option("--chunk", chunk, "prefill chunk size");
   CLI11_PARSE(app, argc, argv);
 
@@ -28,6 +30,7 @@ int RunLogits(int argc, char** argv) {
   if (ids->empty()) return Fail("logits", Status::Error("--ids is empty"));
   ModelOptions options;
   options.threads = threads;
+  ParseWeightType(quant, &options.load.quant);
   auto model = Model::Load(model_dir, options);
   if (!model.ok()) return Fail("logits", model.status());
   const ModelPlan& plan = (*model)->plan();

@@ -34,6 +34,8 @@ int RunRun(int argc, char** argv) {
   app.add_option("--top-p", top_p, "nucleus sampling");
   app.add_option("--seed", seed, "sampling seed");
   app.add_option("--threads", threads, "threads (0 = all cores)");
+  std::string quant = "bf16";
+  app.add_option("--quant", quant, "weight format: bf16 (as shipped), q8, q4")->check(CLI::IsMember({"bf16", "q8", "q4"}));
   app.add_option("--chunk", chunk, "prefill chunk size");
   app.add_option("--ctx", ctx, "context size (0 = prompt + n)");
   app.add_flag("--ignore-eos", ignore_eos, "do not stop at end-of-sequence tokens");
@@ -62,6 +64,7 @@ int RunRun(int argc, char** argv) {
 
   ModelOptions options;
   options.threads = threads;
+  ParseWeightType(quant, &options.load.quant);
   auto model = Model::Load(model_dir, options);
   if (!model.ok()) return Fail("run", model.status());
   const ModelPlan& plan = (*model)->plan();

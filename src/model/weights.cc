@@ -1,9 +1,14 @@
 #include "model/weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 
 #include "base/half.h"
+#include "base/thread_pool.h"
+#include "kernels/quantize.h"
 #include "model/arch/gemma4.h"
 
 namespace g4 {
@@ -12,8 +17,8 @@ namespace {
 
 class Binder {
  public:
-  Binder(const TensorStore& store, std::string prefix, ModelWeights* w)
-      : store_(store), prefix_(std::move(prefix)), w_(w) {}
+  Binder(const TensorStore& store, std::string prefix, ModelWeights* w, WeightType quant, ThreadPool* pool)
+      : store_(store), prefix_(std::move(prefix)), w_(w), quant_(quant), pool_(pool) {}
 
   Result<const TensorView*> Find(const std::string& name, std::vector<int64_t> shape) {
     const std::string full = prefix_ + name;
@@ -40,22 +45,25 @@ class Binder {
 
   Status Matrix(const std::string& name, int rows, int cols, WeightMatrix* out) {
     G4_ASSIGN_OR_RETURN(const TensorView* t, Find(name, {rows, cols}));
-    const int64_t n = static_cast<int64_t>(rows) * cols;
     out->rows = rows;
     out->cols = cols;
-    if (t->dtype == DType::kBF16) {
-      out->type = WeightType::kBF16;
-      out->bytes = n * 2;
-      auto buf = Allocate(out->bytes);
-      std::memcpy(buf, t->data, out->bytes);
-      out->data = buf;
+    const SourceType src = t->dtype == DType::kBF16 ? SourceType::kBF16
+                           : t->dtype == DType::kF16 ? SourceType::kF16
+                                                     : SourceType::kF32;
+    if (quant_ != WeightType::kBF16 && quant_ != WeightType::kF32 && WeightTypeFits(quant_, cols)) {
+      out->type = quant_;
     } else {
-      out->type = WeightType::kF32;
-      out->bytes = n * 4;
-      float* buf = reinterpret_cast<float*>(Allocate(out->bytes));
-      for (int64_t i = 0; i < n; ++i) buf[i] = static_cast<float>(t->ValueAt(i));
-      out->data = buf;
+      out->type = t->dtype == DType::kBF16 ? WeightType::kBF16 : WeightType::kF32;
     }
+    out->bytes = WeightBytes(out->type, rows, cols);
+    uint8_t* buf = Allocate(out->bytes);
+    if (out->type == WeightType::kBF16) {
+      std::memcpy(buf, t->data, out->bytes);
+    } else {
+      QuantizeMatrix(t->data, src, rows, cols, out->type, buf, pool_);
+    }
+    out->data = buf;
+    DropPages(t->data, t->bytes);
     return OkStatus();
   }
 
@@ -66,9 +74,20 @@ class Binder {
     return w_->buffers.back().get();
   }
 
+  // The checkpoint's copy is no longer needed: unmap its pages from this process so peak RSS is
+  // the engine's copy, not both (the page cache keeps them; a later touch re-reads them).
+  static void DropPages(const void* data, size_t bytes) {
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(data) / page * page;
+    const uintptr_t end = reinterpret_cast<uintptr_t>(data) + bytes;
+    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  }
+
   const TensorStore& store_;
   std::string prefix_;
   ModelWeights* w_;
+  WeightType quant_;
+  ThreadPool* pool_;
 };
 
 float RoundToDType(double v, DType dtype) {
@@ -80,8 +99,10 @@ float RoundToDType(double v, DType dtype) {
 }  // namespace
 
 Result<std::unique_ptr<ModelWeights>> LoadWeights(const ModelPlan& plan, const std::string& dir,
-                                                  const LoadOptions&) {
+                                                  const LoadOptions& options) {
   auto w = std::make_unique<ModelWeights>();
+  w->quant = options.quant;
+  ThreadPool pool(options.threads);
   G4_ASSIGN_OR_RETURN(w->store, TensorStore::OpenDir(dir));
   for (const char* prefix : {"model.language_model.", "model.", ""}) {
     if (w->store->Find(std::string(prefix) + "embed_tokens.weight")) {
@@ -92,7 +113,7 @@ Result<std::unique_ptr<ModelWeights>> LoadWeights(const ModelPlan& plan, const s
   if (!w->store->Find(w->tensor_prefix + "embed_tokens.weight"))
     return Status::Errorf(dir, ": no embed_tokens.weight under model.language_model. or model. "
                           "(not a Gemma-4 text checkpoint?)");
-  Binder b(*w->store, w->tensor_prefix, w.get());
+  Binder b(*w->store, w->tensor_prefix, w.get(), options.quant, &pool);
   const int H = plan.hidden, V = plan.vocab, L = plan.n_layers(), P = plan.ple_dim;
 
   G4_RETURN_IF_ERROR(b.Matrix("embed_tokens.weight", V, H, &w->embed));
