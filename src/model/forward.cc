@@ -11,6 +11,7 @@
 #include "kernels/cpu_kernels.h"
 #include "kernels/ops.h"
 #include "model/arch/gemma4.h"
+#include "model/packed_model.h"
 
 namespace g4 {
 
@@ -38,14 +39,21 @@ void Activations::Reserve(const ModelPlan& plan, int rows, int n_rope_configs, i
 }
 
 Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOptions& options) {
-  G4_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
-  G4_ASSIGN_OR_RETURN(ModelPlan plan, BuildGemma4Plan(config));
   auto model = std::unique_ptr<Model>(new Model());
   model->dir_ = dir;
-  model->plan_ = std::move(plan);
   LoadOptions load = options.load;
   if (load.threads == 0) load.threads = options.threads;
-  G4_ASSIGN_OR_RETURN(model->weights_, LoadWeights(model->plan_, dir, load));
+  if (IsPackFile(dir)) {
+    // A packed artifact: mapped and verified, weights used in place (no conversion).
+    G4_ASSIGN_OR_RETURN(PackedModel packed, LoadPackedModel(dir, load.quant, load.threads));
+    model->plan_ = std::move(packed.plan);
+    model->weights_ = std::move(packed.weights);
+  } else {
+    G4_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+    G4_ASSIGN_OR_RETURN(ModelPlan plan, BuildGemma4Plan(config));
+    model->plan_ = std::move(plan);
+    G4_ASSIGN_OR_RETURN(model->weights_, LoadWeights(model->plan_, dir, load));
+  }
   model->pool_ = std::make_unique<ThreadPool>(options.threads);
   // One cos/sin table per distinct (head_dim, rotated pairs, theta): sliding and full.
   for (const LayerPlan& lp : model->plan_.layers) {

@@ -40,7 +40,9 @@ struct ModelOptions {
 
 class Model {
  public:
-  // Loads DIR (config.json, generation_config.json, safetensors).
+  // Loads DIR (config.json, generation_config.json, safetensors), converting to options.load.quant;
+  // or, when DIR is a file written by `g4 pack`, maps and verifies it and uses its weights as
+  // packed (model/packed_model.h).
   static Result<std::unique_ptr<Model>> Load(const std::string& dir, const ModelOptions& options = {});
 
   const ModelPlan& plan() const { return plan_; }
