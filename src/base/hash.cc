@@ -10,7 +10,7 @@ namespace {
 constexpr uint64_t kP1 = 0x9E3779B185EBCA87ULL;
 constexpr uint64_t kP2 = 0xC2B2AE3D27D4EB4FULL;
 constexpr uint64_t kP3 = 0x165667B19E3779F9ULL;
-constexpr uint64_t kP4 = 0x85EBCA77C2B2CA63ULL;
+constexpr uint64_t kP4 = 0x85EBCA77C2B2AE63ULL;
 constexpr uint64_t kP5 = 0x27D4EB2F165667C5ULL;
 
 inline uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
