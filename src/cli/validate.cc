@@ -297,11 +297,13 @@ struct Thresholds {
 Thresholds ThresholdsFor(WeightType quant, double noise_floor) {
   Thresholds t;
   switch (quant) {
+    // Measured on the tiny presets (docs/validate.md): q8 top-1 0.62-1.0, KL 0.024-0.054;
+    // q4 top-1 0.33-0.63, KL 0.44-1.19. Bounds: ~2x margin on KL, and below the worst top-1.
     case WeightType::kQ8:
-      t = {false, 0.60, 0.10, -1};
+      t = {false, 0.50, 0.12, -1};
       break;
     case WeightType::kQ4:
-      t = {false, 0.25, 1.0, -1};
+      t = {false, 0.20, 2.5, -1};
       break;
     default:
       t = {true, 1.0, 1e-5, std::max(2e-3, 5 * std::max(0.0, noise_floor))};
@@ -343,6 +345,9 @@ int RunValidate(int argc, char** argv) {
   app.add_option("--threads", threads, "threads (0 = all cores)");
   app.add_option("--oracle", oracle_kind, "auto (reference when it fits), reference, engine")
       ->check(CLI::IsMember({"auto", "reference", "engine"}));
+  double min_top1 = -1, max_kl = -1;
+  app.add_option("--min-top1", min_top1, "override the format's top-1 agreement bound (tighten it for real models)");
+  app.add_option("--max-kl", max_kl, "override the format's mean KL bound, nats");
   app.add_flag("--in-process", in_process, "load the target in this process (debugging; the default is a fresh one)");
   app.add_flag("--json", json_out, "also print the results as one JSON object");
   CLI11_PARSE(app, argc, argv);
@@ -397,8 +402,9 @@ int RunValidate(int argc, char** argv) {
   // The oracle first (the expensive part on big models), on the original checkpoint.
   const ParameterCounts params = CountParameters(*plan);
   constexpr int64_t kReferenceMaxParams = 100'000'000;  // float64 scalar code: ~4 bytes and ~1 ns per param-token
-  if (oracle_kind == "auto") oracle_kind = params.total <= kReferenceMaxParams ? "reference" : "engine";
-  if (oracle_kind == "reference" && params.total > kReferenceMaxParams)
+  // The PLE table is a lookup (one row per token), so it does not count against the reference.
+  if (oracle_kind == "auto") oracle_kind = params.effective <= kReferenceMaxParams ? "reference" : "engine";
+  if (oracle_kind == "reference" && params.effective > kReferenceMaxParams)
     std::fprintf(stderr, "g4 validate: warning: %.2fB parameters; the float64 reference holds them as float and "
                  "runs one scalar thread: expect it to need %.0f GB and a long time\n",
                  params.total / 1e9, params.total * 4 / 1e9);
@@ -457,7 +463,9 @@ int RunValidate(int argc, char** argv) {
   // the measured error (the engine-vs-reference test's rule).
   const double tie_margin = 8 * std::max({oracle->noise_floor, max_err, 1e-4});
 
-  const Thresholds th = ThresholdsFor(quant, oracle->noise_floor);
+  Thresholds th = ThresholdsFor(quant, oracle->noise_floor);
+  if (min_top1 >= 0) th.min_top1 = min_top1;
+  if (max_kl >= 0) th.max_kl = max_kl;
   std::vector<std::string> failures;
   std::printf("g4 validate: %s (%s, weights %s), loaded %s (load %.2f s)\n", target.c_str(),
               artifact.empty() ? "checkpoint" : "packed artifact", got->weights.c_str(),
