@@ -10,6 +10,7 @@
 #include "base/mapped_file.h"
 #include "cli/cli_util.h"
 #include "cli/command.h"
+#include "io/pack.h"
 #include "model/forward.h"
 #include "runtime/generate.h"
 #include "tokenizer/chat_gemma4.h"
@@ -48,7 +49,7 @@ int RunChat(int argc, char** argv) {
   if (plan.config.max_position_embeddings > 0) ctx = std::min(ctx, plan.config.max_position_embeddings);
   Gemma4ChatOptions chat_options;
   chat_options.enable_thinking = thinking;
-  if (auto tmpl = ReadFileToString(model_dir + "/chat_template.jinja"); tmpl.ok()) {
+  if (auto tmpl = ReadModelTextFile(model_dir, "chat_template.jinja"); tmpl.ok()) {
     ChatTemplateInfo info = DetectChatTemplate(*tmpl);
     chat_options.features = info.features;
     if (!info.known) std::fprintf(stderr, "warning: %s\n", info.warning.c_str());

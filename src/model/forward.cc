@@ -11,6 +11,7 @@
 #include "kernels/cpu_kernels.h"
 #include "kernels/ops.h"
 #include "model/arch/gemma4.h"
+#include "model/packed_model.h"
 
 namespace g4 {
 
@@ -38,6 +39,18 @@ void Activations::Reserve(const ModelPlan& plan, int rows, int n_rope_configs, i
 }
 
 Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOptions& options) {
+  if (IsPackFile(dir)) {
+    // A packed artifact: mapped and verified, weights used in place (no conversion).
+    LoadOptions load = options.load;
+    if (load.threads == 0) load.threads = options.threads;
+    G4_ASSIGN_OR_RETURN(PackedModel packed, LoadPackedModel(dir, load.quant, load.threads));
+    auto model = std::unique_ptr<Model>(new Model());
+    model->dir_ = dir;
+    model->plan_ = std::move(packed.plan);
+    model->weights_ = std::move(packed.weights);
+    model->Prepare(options);
+    return model;
+  }
   G4_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   G4_ASSIGN_OR_RETURN(ModelPlan plan, BuildGemma4Plan(config));
   return LoadShare(dir, plan, plan, options);
@@ -51,6 +64,13 @@ Result<std::unique_ptr<Model>> Model::LoadShare(const std::string& dir, const Mo
   LoadOptions load = options.load;
   if (load.threads == 0) load.threads = options.threads;
   G4_ASSIGN_OR_RETURN(model->weights_, LoadRankWeights(full, model->plan_, dir, load));
+  model->Prepare(options);
+  return model;
+}
+
+// The thread pool and one cos/sin table per distinct (head_dim, rotated pairs, theta).
+void Model::Prepare(const ModelOptions& options) {
+  Model* model = this;
   model->pool_ = std::make_unique<ThreadPool>(options.threads);
   // One cos/sin table per distinct (head_dim, rotated pairs, theta): sliding and full.
   for (const LayerPlan& lp : model->plan_.layers) {
@@ -72,7 +92,6 @@ Result<std::unique_ptr<Model>> Model::LoadShare(const std::string& dir, const Mo
     model->layer_rope_config_.push_back(found);
     model->max_rope_pairs_ = std::max(model->max_rope_pairs_, lp.rope_pairs);
   }
-  return model;
 }
 
 namespace {

@@ -41,7 +41,9 @@ struct ModelOptions {
 
 class Model {
  public:
-  // Loads DIR (config.json, generation_config.json, safetensors).
+  // Loads DIR (config.json, generation_config.json, safetensors), converting to options.load.quant;
+  // or, when DIR is a file written by `g4 pack`, maps and verifies it and uses its weights as
+  // packed (model/packed_model.h).
   static Result<std::unique_ptr<Model>> Load(const std::string& dir, const ModelOptions& options = {});
   // Loads the share of DIR that `plan` describes (tensor parallel: one rank's plan from
   // parallel/rank_plan.h, `full` the unsharded plan its tensors are checked against).
@@ -76,6 +78,7 @@ class Model {
     double theta;
     std::vector<double> inv_freq;
   };
+  void Prepare(const ModelOptions& options);
   void ComputePle(const std::vector<BatchRow>& rows, Activations& act);
   void Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Activations& act);
   void LmHead(int m, Activations& act, float* logits);

@@ -49,6 +49,8 @@ struct ModelWeights {
   // Keeps the mapped files (PLE table) and the owned buffers alive.
   std::unique_ptr<TensorStore> store;
   std::vector<std::unique_ptr<uint8_t[]>> buffers;
+  // A packed artifact (model/packed_model.h) the matrices point into; null for a checkpoint.
+  std::shared_ptr<const void> artifact;
 };
 
 struct LoadOptions {

@@ -1,5 +1,7 @@
 #include "parallel/tensor_parallel.h"
 
+#include "io/pack.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
@@ -44,6 +46,10 @@ Status RunTensorParallel(int tp, const std::function<Status(Communicator*)>& bod
 Result<std::unique_ptr<Model>> LoadRankModel(const std::string& dir, const ModelOptions& options,
                                              Communicator* comm, const RankPlanOptions& rank_options) {
   Result<std::unique_ptr<Model>> model = [&]() -> Result<std::unique_ptr<Model>> {
+    if (!comm || comm->size() == 1) return Model::Load(dir, options);  // HF directory or packed file
+    if (IsPackFile(dir))
+      return Status::Errorf(dir, ": a packed artifact holds one rank's weights; tensor-parallel "
+                            "loading of packed files is not supported yet (use the HF directory)");
     G4_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
     G4_ASSIGN_OR_RETURN(ModelPlan full, BuildGemma4Plan(config));
     const int rank = comm ? comm->rank() : 0, tp = comm ? comm->size() : 1;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "base/mapped_file.h"
+#include "io/pack.h"
 
 namespace g4 {
 namespace {
@@ -295,6 +296,16 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& path) {
   tokenizer->path_ = path;
   Status status = tokenizer->Parse(json.data(), json.size());
   if (!status.ok()) return status.WithContext(Str("tokenizer ", path));
+  return tokenizer;
+}
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view text, const std::string& source) {
+  if (text.empty()) return Status::Errorf("tokenizer ", source, ": file is empty");
+  simdjson::padded_string json(text.data(), text.size());
+  std::unique_ptr<Tokenizer> tokenizer(new Tokenizer());
+  tokenizer->path_ = source;
+  Status status = tokenizer->Parse(json.data(), json.size());
+  if (!status.ok()) return status.WithContext(Str("tokenizer ", source));
   return tokenizer;
 }
 
@@ -913,6 +924,16 @@ std::vector<int> Gemma4StopTokenIds(const Tokenizer& tokenizer) {
 }
 
 Result<std::unique_ptr<Tokenizer>> LoadModelTokenizer(const std::string& model_dir) {
+  if (IsPackFile(model_dir)) {
+    const std::string source = model_dir + ":tokenizer.json";
+    auto text = ReadModelTextFile(model_dir, "tokenizer.json");
+    if (!text.ok()) return text.status();
+    auto tokenizer = Tokenizer::FromJson(*text, source);
+    if (!tokenizer.ok()) return tokenizer.status();
+    Status check = CheckGemma4Tokenizer(**tokenizer);
+    if (!check.ok()) return check.WithContext(source);
+    return tokenizer;
+  }
   const std::string path = model_dir + "/tokenizer.json";
   if (!FileExists(path))
     return Status::Errorf(path, " is missing: without the checkpoint's tokenizer every prompt "

@@ -30,6 +30,9 @@ class Tokenizer {
   // Reads tokenizer.json. Errors name the path and say what is wrong (missing, empty, not JSON,
   // not BPE, no vocab, an unsupported normalizer or pre-tokenizer, a merge naming unknown pieces).
   static Result<std::unique_ptr<Tokenizer>> Load(const std::string& path);
+  // The same from tokenizer.json text already in memory (a packed artifact's copy); `source`
+  // names it in errors.
+  static Result<std::unique_ptr<Tokenizer>> FromJson(std::string_view json, const std::string& source);
 
   // Special-token markers in `text` (e.g. "<bos>", "<|turn>") become their ids, as in HF with
   // add_special_tokens=false. No BOS is added unless add_bos. Invalid UTF-8 bytes are encoded
@@ -134,6 +137,7 @@ Status CheckGemma4Tokenizer(const Tokenizer& tokenizer);
 
 // Loads MODEL_DIR/tokenizer.json the way every front end does: a missing or empty file is an
 // error at load (not garbage later), and so is a tokenizer that fails CheckGemma4Tokenizer.
+// MODEL_DIR may also be a packed artifact (`g4 pack`): its verified copy of tokenizer.json.
 Result<std::unique_ptr<Tokenizer>> LoadModelTokenizer(const std::string& model_dir);
 
 // The Gemma-4 instruction models' stop tokens that this tokenizer has: <eos> (1), <turn|> (106)
