@@ -76,24 +76,31 @@ TEST_P(EngineVsReference, TeacherForcedLogitsAndGreedyTokens) {
               GetParam().c_str(), prompt.size(), window, floor, diff, tol);
   EXPECT_LT(diff, tol);
 
-  // Greedy generation: 32 tokens equal the reference token for token. The trace's top-1/top-2
-  // gaps must be far above the tolerance, or an honest comparison of argmaxes is impossible.
+  // Greedy generation: 32 tokens equal the reference token for token. Comparing argmaxes is only
+  // meaningful where the reference's top-1/top-2 gap is far above the measured float error, so
+  // the test takes the first prompt (deterministic seeds) whose 32-step trace is decisive.
   const int n_new = 32;
-  auto trace = (*ref)->GreedyTrace(prompt, n_new);
-  ASSERT_TRUE(trace.ok()) << trace.status().message();
-  std::vector<int> expected;
-  double min_gap = 1e9;
-  for (const auto& s : *trace) {
-    expected.push_back(s.token);
-    min_gap = std::min(min_gap, s.top1 - s.top2);
+  const double margin = 8 * std::max(floor, diff);
+  std::vector<int> expected, greedy_prompt;
+  for (uint32_t seed = 100; seed < 110 && expected.empty(); ++seed) {
+    const std::vector<int> p = Prompt(2 * window + 3, plan.vocab, seed);
+    auto trace = (*ref)->GreedyTrace(p, n_new);
+    ASSERT_TRUE(trace.ok()) << trace.status().message();
+    double min_gap = 1e9;
+    for (const auto& s : *trace) min_gap = std::min(min_gap, s.top1 - s.top2);
+    std::printf("[%s] greedy trace seed %u: min top-1/top-2 gap %.2e (margin %.2e)\n", GetParam().c_str(),
+                seed, min_gap, margin);
+    if (min_gap <= margin) continue;
+    for (const auto& s : *trace) expected.push_back(s.token);
+    greedy_prompt = p;
   }
-  ASSERT_GT(min_gap, 10 * tol) << "checkpoint not decisive enough to compare greedy tokens";
-  KvCache cache(plan, static_cast<int>(prompt.size()) + n_new, 16);
+  ASSERT_EQ(expected.size(), static_cast<size_t>(n_new)) << "no decisive prompt among 10 seeds";
+  KvCache cache(plan, static_cast<int>(greedy_prompt.size()) + n_new, 16);
   GenerateOptions options;
   options.max_new_tokens = n_new;
   options.ignore_eos = true;
   options.prefill_chunk = 16;
-  auto result = Generate(**model, cache, prompt, options);
+  auto result = Generate(**model, cache, greedy_prompt, options);
   ASSERT_TRUE(result.ok()) << result.status().message();
   EXPECT_EQ(result->tokens, expected);
 }

@@ -1,32 +1,42 @@
 // g4 run: generate from a prompt (or token ids) with one sequence.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_util.h"
 #include "cli/command.h"
 #include "model/forward.h"
+#include "parallel/tensor_parallel.h"
 #include "runtime/generate.h"
+#include "tokenizer/chat_gemma4.h"
+#include "tokenizer/tokenizer.h"
 
 namespace g4::cli {
 namespace {
 
 int RunRun(int argc, char** argv) {
   CLI::App app{"Generate text with one sequence", "g4 run"};
-  std::string model_dir = DefaultModelPath(), ids_text;
-  int n = 32, threads = 0, chunk = 64, ctx = 0;
+  std::string model_dir = DefaultModelPath(), ids_text, prompt_text;
+  int n = 32, threads = 0, chunk = 64, ctx = 0, tp = 0;
   float temperature = 0, top_p = 1;
   int top_k = 0;
   int64_t seed = -1;
-  bool ignore_eos = false, json_out = false;
+  bool ignore_eos = false, json_out = false, chat = false, no_bos = false, thinking = false;
   app.add_option("--model", model_dir, "model directory (Hugging Face layout)");
-  app.add_option("--ids", ids_text, "prompt as comma-separated token ids");
+  auto* prompt_opt = app.add_option("--prompt", prompt_text, "prompt text (a <bos> is prepended)");
+  app.add_option("--ids", ids_text, "prompt as comma-separated token ids")->excludes(prompt_opt);
+  app.add_flag("--chat", chat, "wrap the prompt in the Gemma-4 chat template as a user turn");
+  app.add_flag("--thinking", thinking, "with --chat: enable thinking");
+  app.add_flag("--no-bos", no_bos, "do not prepend <bos> to --prompt");
   app.add_option("-n,--max-tokens", n, "tokens to generate");
   app.add_option("--temperature", temperature, "0 = greedy");
   app.add_option("--top-k", top_k, "top-k sampling (0 = off)");
   app.add_option("--top-p", top_p, "nucleus sampling");
   app.add_option("--seed", seed, "sampling seed");
-  app.add_option("--threads", threads, "threads (0 = all cores)");
+  app.add_option("--threads", threads, "threads per rank (0 = all cores, shared among the ranks)");
+  app.add_option("--tp", tp, "tensor-parallel ranks: threads in this process, or one per process "
+                 "under mpirun (default: 1, or mpirun's -np)");
   std::string quant = "bf16";
   app.add_option("--quant", quant, "weight format: bf16 (as shipped), q8, q4")->check(CLI::IsMember({"bf16", "q8", "q4"}));
   app.add_option("--chunk", chunk, "prefill chunk size");
@@ -35,57 +45,95 @@ int RunRun(int argc, char** argv) {
   app.add_flag("--json", json_out, "print one JSON object with ids and text");
   CLI11_PARSE(app, argc, argv);
 
-  if (ids_text.empty()) return Fail("run", Status::Error("give --ids (the tokenizer lands with --prompt)"));
-  auto prompt = ParseIdList(ids_text);
-  if (!prompt.ok()) return Fail("run", prompt.status());
-  if (prompt->empty()) return Fail("run", Status::Error("the prompt is empty"));
   if (n < 0) return Fail("run", Status::Error("-n must be >= 0"));
+  // The tokenizer is checked at load: a missing one is an error now, not garbage later.
+  auto tokenizer = LoadModelTokenizer(model_dir);
+  if (!tokenizer.ok()) return Fail("run", tokenizer.status());
+  Result<std::vector<int>> prompt = std::vector<int>{};
+  if (!ids_text.empty()) {
+    prompt = ParseIdList(ids_text);
+  } else if (chat) {
+    Gemma4ChatOptions chat_options;
+    chat_options.enable_thinking = thinking;
+    auto text = RenderGemma4Chat(nlohmann::json::array({{{"role", "user"}, {"content", prompt_text}}}),
+                                 nlohmann::json(), chat_options);
+    if (!text.ok()) return Fail("run", text.status());
+    prompt = (*tokenizer)->Encode(*text);  // the template writes <bos> itself
+  } else {
+    prompt = (*tokenizer)->Encode(prompt_text, /*add_bos=*/!no_bos);
+  }
+  if (!prompt.ok()) return Fail("run", prompt.status());
+  if (prompt->empty()) return Fail("run", Status::Error("the prompt is empty (give --prompt or --ids)"));
 
   ModelOptions options;
   options.threads = threads;
   ParseWeightType(quant, &options.load.quant);
-  auto model = Model::Load(model_dir, options);
-  if (!model.ok()) return Fail("run", model.status());
-  const ModelPlan& plan = (*model)->plan();
-  for (int id : *prompt)
-    if (id >= plan.vocab) return Fail("run", Status::Errorf("token id ", id, " is outside the vocabulary of ", plan.vocab));
-  const int context = ctx > 0 ? ctx : static_cast<int>(prompt->size()) + n;
-  if (plan.config.max_position_embeddings > 0 && context > plan.config.max_position_embeddings)
-    return Fail("run", Status::Errorf("context ", context, " exceeds the model's max_position_embeddings ",
-                                      plan.config.max_position_embeddings));
-  KvCache cache(plan, context, chunk);
-  GenerateOptions gen;
-  gen.max_new_tokens = n;
-  gen.ignore_eos = ignore_eos;
-  gen.stop_ids = plan.config.eos_token_ids;
-  gen.prefill_chunk = chunk;
-  gen.sampling.temperature = temperature;
-  gen.sampling.top_k = top_k;
-  gen.sampling.top_p = top_p;
-  gen.sampling.suppress_tokens = plan.config.suppress_tokens;
-  if (seed >= 0) {
-    gen.sampling.seed = static_cast<uint64_t>(seed);
-    gen.sampling.has_seed = true;
-  }
-  auto result = Generate(**model, cache, *prompt, gen, [&](int token) {
-    if (!json_out) {
-      std::printf("%d ", token);
-      std::fflush(stdout);
+  const bool output_process = IsOutputProcess();
+  Status st = RunTensorParallel(tp, [&](Communicator* comm) -> Status {
+    // Every rank runs the same steps on its share; only rank 0 writes.
+    const bool output_rank = IsOutputRank(comm);
+    G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadRankModel(model_dir, options, comm));
+    const ModelPlan& plan = model->plan();
+    for (int id : *prompt)
+      if (id >= plan.vocab) return Status::Errorf("token id ", id, " is outside the vocabulary of ", plan.vocab);
+    const int context = ctx > 0 ? ctx : static_cast<int>(prompt->size()) + n;
+    if (plan.config.max_position_embeddings > 0 && context > plan.config.max_position_embeddings)
+      return Status::Errorf("context ", context, " exceeds the model's max_position_embeddings ",
+                            plan.config.max_position_embeddings);
+    KvCache cache(plan, context, chunk);
+    GenerateOptions gen;
+    gen.max_new_tokens = n;
+    gen.ignore_eos = ignore_eos;
+    gen.stop_ids = plan.config.eos_token_ids;
+    gen.prefill_chunk = chunk;
+    gen.sampling.temperature = temperature;
+    gen.sampling.top_k = top_k;
+    gen.sampling.top_p = top_p;
+    gen.sampling.suppress_tokens = plan.config.suppress_tokens;
+    if (seed >= 0) {
+      gen.sampling.seed = static_cast<uint64_t>(seed);
+      gen.sampling.has_seed = true;
     }
-    return true;
+    IncrementalDecoder decoder(**tokenizer, /*skip_special=*/false);
+    std::string text;
+    auto is_stop = [&](int token) {
+      return !ignore_eos && std::find(gen.stop_ids.begin(), gen.stop_ids.end(), token) != gen.stop_ids.end();
+    };
+    if (output_rank && !json_out && !prompt_text.empty() && !chat) std::printf("%s", prompt_text.c_str());
+    G4_ASSIGN_OR_RETURN(GenerateResult result, Generate(*model, cache, *prompt, gen, [&](int token) {
+      if (!output_rank || is_stop(token)) return true;  // the stop token itself is not part of the text
+      std::string piece = decoder.Add(token);
+      text += piece;
+      if (!json_out) {
+        std::printf("%s", piece.c_str());
+        std::fflush(stdout);
+      }
+      return true;
+    }));
+    if (!output_rank) return OkStatus();
+    std::string tail = decoder.Flush();
+    text += tail;
+    if (json_out) {
+      nlohmann::json j = {{"ids", result.tokens}, {"text", text}, {"finish_reason", result.finish_reason},
+                          {"prompt_tokens", result.prompt_tokens}};
+      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+      std::printf("%s\n", tail.c_str());
+    }
+    std::string tp_note;
+    if (comm) {
+      const CommStats& cs = comm->stats();
+      const size_t steps = result.prompt_tokens + result.tokens.size();
+      tp_note = ", tp " + std::to_string(comm->size()) + ": " + std::to_string(cs.calls) + " collectives, " +
+                std::to_string(cs.seconds * 1e3 / std::max<size_t>(1, steps)) + " ms/token in them";
+    }
+    std::fprintf(stderr, "[%d prompt tokens, %zu generated, prefill %.3f s, decode %.2f tok/s, %s%s]\n",
+                 result.prompt_tokens, result.tokens.size(), result.prefill_seconds,
+                 result.tokens.size() > 1 ? (result.tokens.size() - 1) / std::max(1e-9, result.decode_seconds) : 0.0,
+                 result.finish_reason.c_str(), tp_note.c_str());
+    return OkStatus();
   });
-  if (!result.ok()) return Fail("run", result.status());
-  if (json_out) {
-    nlohmann::json j = {{"ids", result->tokens}, {"finish_reason", result->finish_reason},
-                        {"prompt_tokens", result->prompt_tokens}};
-    std::printf("%s\n", j.dump().c_str());
-  } else {
-    std::printf("\n");
-  }
-  std::fprintf(stderr, "[%d prompt tokens, %zu generated, prefill %.3f s, decode %.2f tok/s, %s]\n",
-               result->prompt_tokens, result->tokens.size(), result->prefill_seconds,
-               result->tokens.size() > 1 ? (result->tokens.size() - 1) / std::max(1e-9, result->decode_seconds) : 0.0,
-               result->finish_reason.c_str());
+  if (!st.ok()) return output_process ? Fail("run", st) : 1;
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "base/mapped_file.h"
+#include "io/pack.h"
 
 namespace g4 {
 
@@ -260,11 +261,15 @@ Result<ModelConfig> ParseGemma4Config(const std::string& config_json,
 }
 
 Result<ModelConfig> LoadModelConfig(const std::string& dir) {
-  auto text = ReadFileToString(dir + "/config.json");
-  if (!text.ok()) return Status::Errorf(dir, ": cannot read config.json (is this a model directory?)");
+  // DIR may be a packed artifact: its copies of the two files (io/pack.h).
+  auto text = ReadModelTextFile(dir, "config.json");
+  if (!text.ok()) {
+    if (IsPackFile(dir)) return text.status();
+    return Status::Errorf(dir, ": cannot read config.json (is this a model directory?)");
+  }
   std::string gen;
-  if (FileExists(dir + "/generation_config.json")) {
-    G4_ASSIGN_OR_RETURN(gen, ReadFileToString(dir + "/generation_config.json"));
+  if (ModelHasFile(dir, "generation_config.json")) {
+    G4_ASSIGN_OR_RETURN(gen, ReadModelTextFile(dir, "generation_config.json"));
   }
   return ParseGemma4Config(*text, gen, dir);
 }

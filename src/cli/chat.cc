@@ -1,0 +1,173 @@
+// g4 chat: an interactive multi-turn chat in the terminal. Streams tokens as they come and keeps
+// the conversation in the KV cache: each turn only the new tokens are prefilled (the rendered
+// conversation is compared with what the cache holds; the longest common prefix is kept).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "base/mapped_file.h"
+#include "cli/cli_util.h"
+#include "cli/command.h"
+#include "io/pack.h"
+#include "model/forward.h"
+#include "runtime/generate.h"
+#include "tokenizer/chat_gemma4.h"
+#include "tokenizer/tokenizer.h"
+
+namespace g4::cli {
+namespace {
+
+int RunChat(int argc, char** argv) {
+  CLI::App app{"Interactive chat (type /reset to start over, /quit or Ctrl-D to leave)", "g4 chat"};
+  std::string model_dir = DefaultModelPath(), system_prompt;
+  int n = 512, threads = 0, ctx = 4096;
+  float temperature = 0, top_p = 0.95f;
+  int top_k = 64;
+  int64_t seed = -1;
+  bool thinking = false;
+  app.add_option("--model", model_dir, "model directory (Hugging Face layout)");
+  app.add_option("--system", system_prompt, "system prompt");
+  app.add_option("-n,--max-tokens", n, "most tokens per reply");
+  app.add_option("--ctx", ctx, "context size");
+  app.add_option("--temperature", temperature, "0 = greedy");
+  app.add_option("--top-k", top_k, "top-k when sampling");
+  app.add_option("--top-p", top_p, "top-p when sampling");
+  app.add_option("--seed", seed, "sampling seed");
+  app.add_option("--threads", threads, "threads (0 = all cores)");
+  app.add_flag("--thinking", thinking, "enable the model's thinking channel");
+  CLI11_PARSE(app, argc, argv);
+
+  auto tokenizer = LoadModelTokenizer(model_dir);
+  if (!tokenizer.ok()) return Fail("chat", tokenizer.status());
+  ModelOptions options;
+  options.threads = threads;
+  auto model = Model::Load(model_dir, options);
+  if (!model.ok()) return Fail("chat", model.status());
+  const ModelPlan& plan = (*model)->plan();
+  if (plan.config.max_position_embeddings > 0) ctx = std::min(ctx, plan.config.max_position_embeddings);
+  Gemma4ChatOptions chat_options;
+  chat_options.enable_thinking = thinking;
+  if (auto tmpl = ReadModelTextFile(model_dir, "chat_template.jinja"); tmpl.ok()) {
+    ChatTemplateInfo info = DetectChatTemplate(*tmpl);
+    chat_options.features = info.features;
+    if (!info.known) std::fprintf(stderr, "warning: %s\n", info.warning.c_str());
+  }
+
+  const int chunk = 64;
+  KvCache cache(plan, ctx, chunk);
+  std::vector<int> cached;  // the tokens the cache holds, in order
+  nlohmann::json messages = nlohmann::json::array();
+  if (!system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", system_prompt}});
+  std::vector<int> stop_ids = plan.config.eos_token_ids;
+  for (int id : Gemma4StopTokenIds(**tokenizer))
+    if (std::find(stop_ids.begin(), stop_ids.end(), id) == stop_ids.end()) stop_ids.push_back(id);
+
+  std::fprintf(stderr, "g4 chat: %s (%d layers, context %d). /reset starts over, /quit leaves.\n",
+               model_dir.c_str(), plan.n_layers(), ctx);
+  std::string line;
+  while (true) {
+    std::printf("\n> ");
+    std::fflush(stdout);
+    if (!std::getline(std::cin, line)) break;
+    if (line == "/quit" || line == "/exit") break;
+    if (line == "/reset") {
+      messages = nlohmann::json::array();
+      if (!system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", system_prompt}});
+      cache.Reset();
+      cached.clear();
+      std::printf("(conversation cleared)\n");
+      continue;
+    }
+    if (line.empty()) continue;
+    messages.push_back({{"role", "user"}, {"content", line}});
+    auto text = RenderGemma4Chat(messages, nlohmann::json(), chat_options);
+    if (!text.ok()) {
+      std::fprintf(stderr, "error: %s\n", text.status().message().c_str());
+      messages.erase(messages.end() - 1);
+      continue;
+    }
+    std::vector<int> ids = (*tokenizer)->Encode(*text);
+    // Keep the longest common prefix that the cache can rewind to; prefill the rest.
+    size_t keep = 0;
+    while (keep < cached.size() && keep < ids.size() && cached[keep] == ids[keep]) ++keep;
+    if (keep == ids.size()) --keep;  // at least one new token produces the next logits
+    if (!cache.CanTruncateTo(static_cast<int64_t>(keep))) keep = 0;
+    cache.set_n_past(static_cast<int64_t>(keep));
+    cached.resize(keep);
+    if (static_cast<int>(ids.size()) + 1 >= ctx) {
+      std::fprintf(stderr, "error: the conversation (%zu tokens) no longer fits the context of %d; /reset\n",
+                   ids.size(), ctx);
+      messages.erase(messages.end() - 1);
+      continue;
+    }
+    const std::vector<int> fresh(ids.begin() + static_cast<long>(keep), ids.end());
+    GenerateOptions gen;
+    gen.max_new_tokens = std::min(n, ctx - static_cast<int>(ids.size()));
+    gen.stop_ids = stop_ids;
+    gen.prefill_chunk = chunk;
+    gen.sampling.temperature = temperature;
+    gen.sampling.top_k = top_k;
+    gen.sampling.top_p = top_p;
+    gen.sampling.suppress_tokens = plan.config.suppress_tokens;
+    if (seed >= 0) {
+      gen.sampling.seed = static_cast<uint64_t>(seed);
+      gen.sampling.has_seed = true;
+    }
+    IncrementalDecoder decoder(**tokenizer);
+    Gemma4OutputParser parser;
+    std::string raw;
+    bool in_reasoning = false;
+    auto show = [&](const ChatOutput& out) {
+      if (!out.reasoning.empty()) {
+        if (!in_reasoning) std::printf("\033[2m");
+        in_reasoning = true;
+        std::printf("%s", out.reasoning.c_str());
+      }
+      if (!out.content.empty()) {
+        if (in_reasoning) std::printf("\033[0m\n");
+        in_reasoning = false;
+        std::printf("%s", out.content.c_str());
+      }
+      for (const auto& call : out.tool_calls) std::printf("[tool call %s %s]", call.name.c_str(), call.arguments.c_str());
+      std::fflush(stdout);
+    };
+    auto result = Generate(**model, cache, fresh, gen, [&](int token) {
+      std::string piece = decoder.Add(token);
+      raw += piece;
+      show(parser.Push(piece));
+      return true;
+    });
+    std::string tail = decoder.Flush();
+    raw += tail;
+    show(parser.Push(tail));
+    show(parser.Finish());
+    if (in_reasoning) std::printf("\033[0m");
+    if (!result.ok()) {
+      std::fprintf(stderr, "\nerror: %s\n", result.status().message().c_str());
+      cache.Reset();
+      cached.clear();
+      messages.erase(messages.end() - 1);
+      continue;
+    }
+    cached.insert(cached.end(), ids.begin() + static_cast<long>(keep), ids.end());
+    cached.insert(cached.end(), result->tokens.begin(), result->tokens.end());
+    // The cache holds the last generated token only if it was fed back (not when it ended the turn).
+    cached.resize(static_cast<size_t>(cache.n_past()));
+    ChatOutput parsed = ParseGemma4Output(raw);
+    nlohmann::json reply = {{"role", "assistant"}, {"content", parsed.content}};
+    messages.push_back(reply);
+    std::fprintf(stderr, "\n[%zu tokens, %.1f tok/s%s]", result->tokens.size(),
+                 result->tokens.size() > 1 ? (result->tokens.size() - 1) / std::max(1e-9, result->decode_seconds) : 0.0,
+                 result->finish_reason == "length" ? ", cut at the token limit" : "");
+  }
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace
+
+G4_COMMAND("chat", "interactive multi-turn chat in the terminal", RunChat);
+
+}  // namespace g4::cli

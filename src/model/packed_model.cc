@@ -1,0 +1,291 @@
+#include "model/packed_model.h"
+
+#include <chrono>
+#include <cstring>
+#include <functional>
+
+#include "model/arch/gemma4.h"
+#include "model/forward.h"
+
+namespace g4 {
+
+namespace {
+
+// Every tensor of ModelWeights under `plan`, with the shape the plan requires: the one list both
+// writing and loading walk, so the two cannot disagree. Works on const and non-const weights.
+template <class W, class MatrixFn, class VectorFn, class ScalarFn>
+void ForEachTensor(const ModelPlan& plan, W& w, MatrixFn matrix, VectorFn vector, ScalarFn scalar) {
+  const int H = plan.hidden, V = plan.vocab, L = plan.n_layers(), P = plan.ple_dim;
+  matrix("embed", w.embed, V, H);
+  vector("final_norm", w.final_norm, H);
+  if (P > 0) {
+    matrix("ple_model_projection", w.ple_model_projection, L * P, H);
+    vector("ple_projection_norm", w.ple_projection_norm, P);
+  }
+  for (int i = 0; i < L; ++i) {
+    const LayerPlan& lp = plan.layers[i];
+    auto& lw = w.layers[i];
+    const std::string p = "layers." + std::to_string(i) + ".";
+    vector(p + "input_norm", lw.input_norm, H);
+    vector(p + "post_attention_norm", lw.post_attention_norm, H);
+    vector(p + "pre_feedforward_norm", lw.pre_feedforward_norm, H);
+    vector(p + "post_feedforward_norm", lw.post_feedforward_norm, H);
+    matrix(p + "q_proj", lw.q_proj, lp.q_dim(), H);
+    vector(p + "q_norm", lw.q_norm, lp.head_dim);
+    matrix(p + "o_proj", lw.o_proj, H, lp.q_dim());
+    if (lp.owns_kv()) {
+      matrix(p + "k_proj", lw.k_proj, lp.kv_dim(), H);
+      vector(p + "k_norm", lw.k_norm, lp.head_dim);
+      if (!lp.k_eq_v) matrix(p + "v_proj", lw.v_proj, lp.kv_dim(), H);
+    }
+    matrix(p + "gate_proj", lw.gate_proj, lp.mlp_width, H);
+    matrix(p + "up_proj", lw.up_proj, lp.mlp_width, H);
+    matrix(p + "down_proj", lw.down_proj, H, lp.mlp_width);
+    if (P > 0) {
+      matrix(p + "ple_gate", lw.ple_gate, P, H);
+      matrix(p + "ple_projection", lw.ple_projection, H, P);
+      vector(p + "ple_post_norm", lw.ple_post_norm, H);
+    }
+    scalar(p + "layer_scalar", lw.layer_scalar);
+  }
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+const char* kCheckpointFiles[] = {"config.json", "generation_config.json", "tokenizer.json",
+                                  "tokenizer_config.json", "chat_template.jinja"};
+
+// The first difference between two plan JSONs, for the error message.
+std::string FirstDifference(const nlohmann::json& a, const nlohmann::json& b, const std::string& where = "plan") {
+  if (a.type() != b.type()) return where;
+  if (a.is_object()) {
+    for (auto it = a.begin(); it != a.end(); ++it) {
+      if (!b.contains(it.key())) return where + "." + it.key();
+      if (it.value() != b[it.key()]) return FirstDifference(it.value(), b[it.key()], where + "." + it.key());
+    }
+    for (auto it = b.begin(); it != b.end(); ++it)
+      if (!a.contains(it.key())) return where + "." + it.key();
+  } else if (a.is_array()) {
+    if (a.size() != b.size()) return where + " (length " + std::to_string(a.size()) + " vs " + std::to_string(b.size()) + ")";
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i] != b[i]) return FirstDifference(a[i], b[i], where + "[" + std::to_string(i) + "]");
+  }
+  return where + " (" + a.dump() + " vs " + b.dump() + ")";
+}
+
+}  // namespace
+
+nlohmann::json PlanToJson(const ModelPlan& plan) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const LayerPlan& l : plan.layers) {
+    // Append new LayerPlan fields here (a changed plan must show in the artifact's plan check).
+    layers.push_back({{"index", l.index},
+                      {"kind", l.is_sliding() ? "sliding" : "full"},
+                      {"head_dim", l.head_dim},
+                      {"n_heads_q", l.n_heads_q},
+                      {"n_heads_kv", l.n_heads_kv},
+                      {"group_size", l.group_size},
+                      {"q_head_offset", l.q_head_offset},
+                      {"kv_head_offset", l.kv_head_offset},
+                      {"window", l.window},
+                      {"kv_source", l.kv_source},
+                      {"kv_slot", l.kv_slot},
+                      {"k_eq_v", l.k_eq_v},
+                      {"rope_theta", l.rope_theta},
+                      {"rope_pairs", l.rope_pairs},
+                      {"mlp_width", l.mlp_width},
+                      {"ple_offset", l.ple_offset}});
+  }
+  return {{"hidden", plan.hidden},           {"vocab", plan.vocab},
+          {"ple_dim", plan.ple_dim},         {"first_kv_shared", plan.first_kv_shared},
+          {"softcap", plan.softcap},         {"rms_norm_eps", plan.rms_norm_eps},
+          {"kv_owners", plan.kv_owners},     {"layers", layers}};
+}
+
+Status PackModel(const std::string& dir, const std::string& out, const PackModelOptions& options,
+                 PackModelStats* stats) {
+  if (options.tp != 1)
+    return Status::Errorf("--tp ", options.tp, ": per-rank artifacts need the tensor-parallel loader, which this "
+                          "build does not have yet; pack with --tp 1");
+  if (IsPackFile(dir)) return Status::Errorf(dir, " is already a packed artifact; pack a Hugging Face directory");
+  if (!FileExists(dir + "/tokenizer.json"))
+    return Status::Errorf(dir, "/tokenizer.json is missing: an artifact without the checkpoint's tokenizer would "
+                          "serve garbage; copy the tokenizer.json that came with the model");
+  const auto t0 = std::chrono::steady_clock::now();
+  ModelOptions model_options;
+  model_options.threads = options.threads;
+  model_options.load.quant = options.quant;
+  G4_ASSIGN_OR_RETURN(auto model, Model::Load(dir, model_options));
+  const double load_seconds = Seconds(t0);
+  const ModelPlan& plan = model->plan();
+  const ModelWeights& w = model->weights();
+
+  const auto t1 = std::chrono::steady_clock::now();
+  PackWriteOptions write = options.write;
+  if (!write.pool) write.pool = &model->pool();
+  G4_ASSIGN_OR_RETURN(auto writer, PackWriter::Create(out, write));
+  int sections = 0;
+  for (const char* name : kCheckpointFiles) {
+    if (!FileExists(dir + "/" + name)) continue;
+    G4_ASSIGN_OR_RETURN(std::string text, ReadFileToString(dir + "/" + name));
+    G4_RETURN_IF_ERROR(writer->AddText(std::string("file/") + name, text));
+    ++sections;
+  }
+  const std::string rank = "rank0/";
+  G4_RETURN_IF_ERROR(writer->AddText(rank + "plan", PlanToJson(plan).dump(1)));
+  ++sections;
+  Status status;
+  ForEachTensor(
+      plan, w,
+      [&](const std::string& name, const WeightMatrix& m, int, int) {
+        if (!status.ok()) return;
+        status = writer->Add(rank + name, m.data, m.bytes,
+                             {{"kind", "matrix"}, {"type", WeightTypeName(m.type)}, {"rows", m.rows}, {"cols", m.cols}});
+        ++sections;
+      },
+      [&](const std::string& name, const std::vector<float>& v, int) {
+        if (!status.ok()) return;
+        status = writer->Add(rank + name, v.data(), v.size() * sizeof(float),
+                             {{"kind", "vector"}, {"type", "f32"}, {"n", v.size()}});
+        ++sections;
+      },
+      [&](const std::string& name, float v) {
+        if (!status.ok()) return;
+        status = writer->Add(rank + name, &v, sizeof v, {{"kind", "vector"}, {"type", "f32"}, {"n", 1}});
+        ++sections;
+      });
+  G4_RETURN_IF_ERROR(status);
+  if (plan.ple_dim > 0) {
+    const uint64_t bytes = static_cast<uint64_t>(plan.vocab) * plan.n_layers() * plan.ple_dim * DTypeSize(w.ple_dtype);
+    G4_RETURN_IF_ERROR(writer->Add("ple_table", w.ple_table, bytes,
+                                   {{"kind", "table"}, {"dtype", DTypeName(w.ple_dtype)}, {"rows", plan.vocab},
+                                    {"cols", plan.n_layers() * plan.ple_dim}}));
+    ++sections;
+  }
+  const nlohmann::json meta = {{"format_version", kPackFormatVersion},
+                               {"quant", WeightTypeName(options.quant)},
+                               {"tp", options.tp},
+                               {"source", dir},
+                               {"tensor_prefix", w.tensor_prefix},
+                               {"embed_scale", w.embed_scale},
+                               {"ple_scale", w.ple_scale}};
+  G4_RETURN_IF_ERROR(writer->Commit(meta));
+  if (stats) {
+    stats->load_seconds = load_seconds;
+    stats->write_seconds = Seconds(t1);
+    stats->bytes = writer->bytes_written();
+    stats->sections = sections;
+  }
+  return OkStatus();
+}
+
+Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requested, int threads) {
+  G4_ASSIGN_OR_RETURN(auto pack_ptr, PackFile::Open(path));
+  std::shared_ptr<PackFile> pack = std::move(pack_ptr);
+  {
+    ThreadPool pool(threads);
+    G4_RETURN_IF_ERROR(pack->VerifyAll(&pool));
+  }
+  const nlohmann::json& meta = pack->meta();
+  WeightType quant;
+  if (!ParseWeightType(meta.value("quant", std::string()), &quant))
+    return Status::Errorf(path, ": unknown weight format \"", meta.value("quant", std::string()), "\" in the artifact");
+  if (requested != WeightType::kBF16 && requested != quant)
+    return Status::Errorf(path, ": the artifact holds ", WeightTypeName(quant), " weights but ",
+                          WeightTypeName(requested), " was asked for; an artifact is never converted at load: run "
+                          "`g4 pack --quant ", WeightTypeName(requested), "` (or drop --quant)");
+  if (meta.value("tp", 1) != 1)
+    return Status::Errorf(path, ": a --tp ", meta.value("tp", 1), " artifact; this build loads --tp 1 artifacts only");
+
+  PackedModel out;
+  out.quant = quant;
+  G4_ASSIGN_OR_RETURN(std::string config_text, pack->ReadText("file/config.json"));
+  std::string generation_text;
+  if (pack->Find("file/generation_config.json")) {
+    G4_ASSIGN_OR_RETURN(generation_text, pack->ReadText("file/generation_config.json"));
+  }
+  G4_ASSIGN_OR_RETURN(ModelConfig config, ParseGemma4Config(config_text, generation_text, path));
+  G4_ASSIGN_OR_RETURN(out.plan, BuildGemma4Plan(config));
+  const ModelPlan& plan = out.plan;
+  {
+    G4_ASSIGN_OR_RETURN(std::string stored_text, pack->ReadText("rank0/plan"));
+    const nlohmann::json stored = nlohmann::json::parse(stored_text, nullptr, false);
+    const nlohmann::json derived = PlanToJson(plan);
+    if (stored != derived)
+      return Status::Errorf(path, ": the layer plan stored in the artifact differs from the one this g4 derives from "
+                            "its config.json at ", FirstDifference(stored, derived),
+                            "; the artifact was packed by a different g4: re-run `g4 pack`");
+  }
+
+  auto w = std::make_unique<ModelWeights>();
+  w->layers.resize(plan.n_layers());
+  w->quant = quant;
+  w->tensor_prefix = meta.value("tensor_prefix", std::string());
+  w->embed_scale = meta.value("embed_scale", 1.0f);
+  w->ple_scale = meta.value("ple_scale", 1.0f);
+  Status status;
+  auto section = [&](const std::string& name) -> const PackSection* {
+    const PackSection* s = pack->Find("rank0/" + name);
+    if (!s && status.ok()) status = Status::Errorf(path, ": the artifact has no section rank0/", name);
+    return s;
+  };
+  ForEachTensor(
+      plan, *w,
+      [&](const std::string& name, WeightMatrix& m, int rows, int cols) {
+        const PackSection* s = section(name);
+        if (!s || !status.ok()) return;
+        WeightType type;
+        const int r = s->meta.value("rows", -1), c = s->meta.value("cols", -1);
+        if (!ParseWeightType(s->meta.value("type", std::string()), &type) || r != rows || c != cols ||
+            s->bytes != WeightBytes(type, rows, cols)) {
+          status = Status::Errorf(path, ": section rank0/", name, " holds ", s->meta.dump(), " in ", s->bytes,
+                                  " bytes; the plan needs [", rows, ", ", cols, "]");
+          return;
+        }
+        m.type = type;
+        m.rows = rows;
+        m.cols = cols;
+        m.data = s->data;
+        m.bytes = s->bytes;
+      },
+      [&](const std::string& name, std::vector<float>& v, int n) {
+        const PackSection* s = section(name);
+        if (!s || !status.ok()) return;
+        if (s->bytes != static_cast<uint64_t>(n) * sizeof(float)) {
+          status = Status::Errorf(path, ": section rank0/", name, " has ", s->bytes, " bytes, expected ", n, " floats");
+          return;
+        }
+        v.resize(n);
+        std::memcpy(v.data(), s->data, s->bytes);
+      },
+      [&](const std::string& name, float& v) {
+        const PackSection* s = section(name);
+        if (!s || !status.ok()) return;
+        if (s->bytes != sizeof(float)) {
+          status = Status::Errorf(path, ": section rank0/", name, " is not one float");
+          return;
+        }
+        std::memcpy(&v, s->data, sizeof v);
+      });
+  G4_RETURN_IF_ERROR(status);
+  if (plan.ple_dim > 0) {
+    const PackSection* s = pack->Find("ple_table");
+    if (!s) return Status::Errorf(path, ": the artifact has no ple_table section");
+    G4_ASSIGN_OR_RETURN(w->ple_dtype, ParseDType(s->meta.value("dtype", std::string())));
+    const uint64_t expect = static_cast<uint64_t>(plan.vocab) * plan.n_layers() * plan.ple_dim * DTypeSize(w->ple_dtype);
+    if (s->bytes != expect)
+      return Status::Errorf(path, ": section ple_table has ", s->bytes, " bytes, the plan needs ", expect);
+    w->ple_table = s->data;
+    w->mapped_bytes = static_cast<int64_t>(s->bytes);
+  }
+  for (const PackSection& s : pack->sections())
+    if (s.name.rfind("rank0/", 0) == 0 && s.meta.value("kind", std::string()) == "matrix")
+      w->mapped_bytes += static_cast<int64_t>(s.bytes);
+  w->artifact = pack;  // keeps the mapping alive as long as the weights
+  out.weights = std::move(w);
+  return out;
+}
+
+}  // namespace g4

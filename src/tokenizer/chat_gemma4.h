@@ -1,0 +1,108 @@
+// Gemma-4 chat protocol: OpenAI-style messages -> prompt text, and model output -> reasoning,
+// content and tool calls (shared/docs/tokenizer-and-assets.md §2.2; the rules follow Google's
+// chat_template.jinja as copied in llama.cpp models/templates/gemma4.jinja and
+// google-gemma-4-31B-it-interleaved.jinja, rendered the way Python Jinja2 would).
+//
+// The prompt starts with the text "<bos>", which Tokenizer::Encode turns into id 2: encode it
+// without adding another BOS.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace g4 {
+
+// The switches by which known template revisions differ (see DetectChatTemplate).
+struct Gemma4TemplateFeatures {
+  // "<|think|>\n" opens the system turn when thinking is on (31B / newer) rather than "<|think|>".
+  bool think_newline = true;
+  // With thinking off, the generation prompt ends in an empty, closed thought channel
+  // "<|channel>thought\n<channel|>" (absent in some E2B revisions).
+  bool empty_thought_in_prompt = true;
+  // An assistant tool-call message after the last user message re-emits its reasoning_content
+  // as "<|channel>thought\n...<channel|>" (31B interleaved).
+  bool replay_tool_reasoning = true;
+  // A tool-call message right after tool responses continues the open model turn instead of
+  // opening a new "<|turn>model\n" (31B interleaved).
+  bool continue_after_tool_response = true;
+};
+
+struct Gemma4ChatOptions {
+  bool add_generation_prompt = true;
+  bool enable_thinking = false;
+  Gemma4TemplateFeatures features;
+};
+
+// messages: [{role, content, tool_calls?, tool_call_id?, name?, reasoning_content?}, ...] with
+// role user | assistant | system | developer | tool; content a string, null, or an array of
+// {type:"text", text} parts. tools: the OpenAI "tools" array ({type:"function", function:{name,
+// description, parameters}}), or null.
+// OpenAI "tool" messages are attached to the assistant message whose tool_calls they answer
+// (Gemma's native tool_responses): the name comes from the matching tool_call_id, and content
+// that is a JSON object or array is rendered as a structure, anything else as a string.
+// `developer` is `system`. Images, audio and video are errors (g4 is text only).
+Result<std::string> RenderGemma4Chat(const nlohmann::json& messages, const nlohmann::json& tools,
+                                     const Gemma4ChatOptions& options = {});
+
+struct ChatToolCall {
+  std::string name;
+  std::string arguments;  // a JSON object, as text (OpenAI's "arguments")
+};
+
+struct ChatOutput {
+  std::string reasoning;  // the thought channel, without its "thought\n" header
+  std::string content;
+  std::vector<ChatToolCall> tool_calls;
+  bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
+};
+
+// Streaming split of model output text (decoded with special tokens kept). Push() returns what
+// can be shown now: text that might be the start of a marker ("<|chan") is held back until the
+// next Push or Finish; a tool call comes out whole once "<tool_call|>" arrives. Content has its
+// leading whitespace dropped. Output after an end marker (<turn|>, <eos>, <|tool_response>) is
+// ignored. ParseGemma4Output(text) == the concatenation of Push(text) and Finish().
+class Gemma4OutputParser {
+ public:
+  ChatOutput Push(std::string_view text);
+  ChatOutput Finish();
+  bool done() const { return state_ == State::kDone; }
+
+ private:
+  enum class State { kContent, kReasoning, kToolCall, kDone };
+  void Drain(bool final, ChatOutput* out);
+  void EmitText(std::string_view text, ChatOutput* out);
+  void FinishToolCall(std::string_view body, ChatOutput* out);
+
+  State state_ = State::kContent;
+  std::string buffer_;
+  bool reasoning_header_pending_ = false;
+  bool content_started_ = false;
+};
+
+ChatOutput ParseGemma4Output(std::string_view text);
+
+// Gemma's tool-call argument syntax -> JSON: {key:<|"|>text<|"|>,n:1.5,ok:true,list:[1,2],
+// obj:{k:<|"|>v<|"|>}}. Keys may be bare or <|"|>-quoted; bare values that are not numbers,
+// true/false or null/None are read as strings.
+Result<nlohmann::json> ParseGemma4Arguments(std::string_view text);
+
+// What a checkpoint's chat_template.jinja is. Keyed on text features (see chat_gemma4.cc):
+// "<|think|>\n" vs "<|think|>", the empty thought channel in the generation prompt,
+// reasoning_content replay, turn continuation after tool responses, `!= 'tool'` role guards,
+// and Gemma-3 markers. known=false comes with a warning naming what was found; `features` then
+// holds what was detected, for rendering anyway.
+struct ChatTemplateInfo {
+  std::string revision;  // "gemma4-base", "gemma4-interleaved", "gemma4-no-empty-thought",
+                         // "gemma3", or "unknown"
+  bool known = false;
+  std::string warning;         // empty when known
+  std::string features_found;  // human-readable list, for `g4 inspect`
+  Gemma4TemplateFeatures features;
+};
+ChatTemplateInfo DetectChatTemplate(const std::string& jinja_text);
+
+}  // namespace g4
