@@ -51,10 +51,12 @@ void BM_Decode(benchmark::State& state) {
   state.SetLabel(WeightTypeName(type));
 }
 
-// range(0): weight type, range(1): x rows, range(2): threads. A 6144 x 1536 FFN matrix.
+// range(0): weight type, range(1): x rows, range(2): threads, range(3): shape (0: E2B gate/up
+// 6144 x 1536, 1: E2B down 1536 x 6144).
 void BM_Prefill(benchmark::State& state) {
   const WeightType type = static_cast<WeightType>(state.range(0));
-  const int n = static_cast<int>(state.range(1)), rows = 6144, cols = 1536;
+  const bool down = state.range(3) == 1;
+  const int n = static_cast<int>(state.range(1)), rows = down ? 1536 : 6144, cols = down ? 6144 : 1536;
   Fixture f = MakeMatrix(type, rows, cols);
   ThreadPool pool(static_cast<int>(state.range(2)));
   std::vector<float> x(static_cast<size_t>(n) * cols, 0.25f), y(static_cast<size_t>(n) * rows);
@@ -84,7 +86,7 @@ constexpr int kBf16 = static_cast<int>(WeightType::kBF16), kQ8 = static_cast<int
               kQ4 = static_cast<int>(WeightType::kQ4);
 
 BENCHMARK(BM_Decode)->ArgsProduct({{kBf16, kQ8, kQ4}, {1, 2}})->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Prefill)->ArgsProduct({{kBf16, kQ8, kQ4}, {64}, {1, 2}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Prefill)->ArgsProduct({{kBf16, kQ8, kQ4}, {64, 256}, {1, 2}, {0, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_QuantizeActivations);
 
 }  // namespace
