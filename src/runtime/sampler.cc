@@ -43,15 +43,13 @@ int Sampler::Sample(float* logits, const std::vector<int>& history) {
     for (int id : params_.suppress_tokens)
       if (id >= 0 && id < vocab_) logits[id] = -INFINITY;
     int best = static_cast<int>(ArgMax(logits, vocab_));
-    // Keep the softcapped distribution for logprobs (cheap next to the forward pass).
+    // Keep the raw logits; the softcapped, normalised distribution is computed only if logprobs
+    // are asked for (a softcap + exp pass over 262k logits costs ms per row, per step).
     last_logits_.assign(logits, logits + vocab_);
-    Softcap(last_logits_.data(), vocab_, softcap_);
-    double mx = last_logits_[best];
-    double sum = 0;
-    for (float l : last_logits_) sum += std::exp(l - mx);
-    last_log_norm_ = mx + std::log(sum);
+    norm_pending_ = true;
     return best;
   }
+  norm_pending_ = false;
   Prepare(logits, history);
   const float temp = params_.greedy() ? 1.0f : params_.temperature;
   last_logits_.resize(vocab_);
@@ -109,12 +107,24 @@ int Sampler::Sample(float* logits, const std::vector<int>& history) {
   return idx[keep - 1];
 }
 
+void Sampler::Normalize() const {
+  if (!norm_pending_) return;
+  norm_pending_ = false;
+  Softcap(last_logits_.data(), vocab_, softcap_);
+  const int best = static_cast<int>(ArgMax(last_logits_.data(), vocab_));
+  double mx = last_logits_[best], sum = 0;
+  for (float l : last_logits_) sum += std::exp(l - mx);
+  last_log_norm_ = mx + std::log(sum);
+}
+
 double Sampler::LogProb(int token) const {
+  Normalize();
   if (token < 0 || token >= static_cast<int>(last_logits_.size())) return -INFINITY;
   return last_logits_[token] - last_log_norm_;
 }
 
 std::vector<std::pair<int, double>> Sampler::TopLogProbs(int k) const {
+  Normalize();
   std::vector<int> idx(last_logits_.size());
   std::iota(idx.begin(), idx.end(), 0);
   k = std::min<int>(k, static_cast<int>(idx.size()));

@@ -49,9 +49,12 @@ class Sampler {
   float softcap_;
   int vocab_;
   std::mt19937_64 rng_;
-  // Distribution of the last call, for logprobs.
-  std::vector<float> last_logits_;
-  double last_log_norm_ = 0;
+  void Normalize() const;  // finishes a greedy call's distribution on first use
+  // Distribution of the last call, for logprobs; after a plain greedy call, raw logits until
+  // Normalize() runs (lazily: most requests never ask).
+  mutable std::vector<float> last_logits_;
+  mutable double last_log_norm_ = 0;
+  mutable bool norm_pending_ = false;
 };
 
 void ApplySoftcapInPlace(float* logits, int n, float softcap);

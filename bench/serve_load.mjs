@@ -1,0 +1,65 @@
+// Load benchmark for g4 serve: for each --parallel N in the list, starts a server, keeps N
+// streaming /v1/completions requests in flight (closed loop) until `requests` are done, and
+// reports requests/s, aggregate generated tokens/s, mean TTFT and per-stream decode tokens/s.
+//   node bench/serve_load.mjs [--model DIR] [--slots 1,4,16] [--requests 32] [--max-tokens 64]
+//                             [--prompt-tokens 32] [--threads 0]
+// Without --model it benchmarks a tiny synthetic E2B (g4 synth). Never run by ctest.
+import { startServer, testModel } from '../tests/server/harness.mjs';
+
+const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
+  if (a.startsWith('--')) acc.push([a.slice(2), all[i + 1]]);
+  return acc;
+}, []));
+const model = args.model || testModel();
+const slotsList = (args.slots || '1,4,16').split(',').map(Number);
+const maxTokens = Number(args['max-tokens'] || 64);
+const promptTokens = Number(args['prompt-tokens'] || 32);
+const threads = args.threads || '0';
+
+async function one(url, i) {
+  const t0 = performance.now();
+  // Distinct prompts (token ids), so no request reuses another's cache.
+  const prompt = [2, ...Array.from({ length: promptTokens - 1 }, (_, k) => 1000 + ((i * 7919 + k * 104729) % 200000))];
+  const res = await fetch(url + '/v1/completions', {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ prompt, max_tokens: maxTokens, temperature: 0, ignore_eos: true, stream: true,
+      stream_options: { include_usage: true } }),
+  });
+  const reader = res.body.getReader();
+  let ttft = 0, tokens = 0, buf = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    if (!ttft) ttft = performance.now() - t0;
+    buf += new TextDecoder().decode(value);
+    const m = /"completion_tokens":(\d+)/.exec(buf);
+    if (m) tokens = Number(m[1]);
+  }
+  const total = performance.now() - t0;
+  return { ttft, tokens, total };
+}
+
+console.log(`model ${model}; prompt ${promptTokens} tokens, ${maxTokens} generated per request`);
+console.log('| slots | requests | wall s | requests/s | aggregate tok/s | mean TTFT ms | per-stream tok/s |');
+console.log('|---:|---:|---:|---:|---:|---:|---:|');
+for (const slots of slotsList) {
+  const requests = Number(args.requests || Math.max(2 * slots, 8));
+  const server = await startServer(model, ['--parallel', String(slots), '--threads', threads, '--quiet',
+    '--ctx', String(promptTokens + maxTokens + 8), '--max-queue', String(requests)]);
+  await one(server.url, -1);  // warm-up
+  let next = 0;
+  const results = [];
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: slots }, async () => {
+    while (next < requests) results.push(await one(server.url, next++));
+  }));
+  const wall = (performance.now() - t0) / 1000;
+  const tokens = results.reduce((a, r) => a + r.tokens, 0);
+  const ttft = results.reduce((a, r) => a + r.ttft, 0) / results.length;
+  const perStream = results.reduce((a, r) => a + (r.tokens - 1) / ((r.total - r.ttft) / 1000), 0) / results.length;
+  console.log(`| ${slots} | ${requests} | ${wall.toFixed(1)} | ${(requests / wall).toFixed(2)} | ${(tokens / wall).toFixed(1)} | ${ttft.toFixed(0)} | ${perStream.toFixed(1)} |`);
+  server.proc.kill('SIGTERM');
+  await server.exited;
+}
+process.exit(0);

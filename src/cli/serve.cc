@@ -1,0 +1,48 @@
+// g4 serve: the OpenAI-compatible server (server/server.h).
+#include <CLI/CLI.hpp>
+
+#include "cli/command.h"
+#include "server/server.h"
+
+namespace g4::cli {
+namespace {
+
+int RunServe(int argc, char** argv) {
+  CLI::App app{"OpenAI-compatible HTTP server with continuous batching", "g4 serve"};
+  ServerOptions o;
+  o.model_dir = DefaultModelPath();
+  bool no_prefix_reuse = false, quiet = false;
+  app.add_option("--model", o.model_dir, "model directory (Hugging Face layout, with tokenizer.json)");
+  app.add_option("--model-name", o.model_name, "model id reported by /v1/models (default: directory name)");
+  app.add_option("--host", o.host, "address to bind (default 127.0.0.1: local only)");
+  app.add_option("--port", o.port, "port (0 picks a free one)");
+  app.add_option("--ctx", o.context, "context per slot in tokens (default min(4096, model max))");
+  app.add_option("--parallel", o.parallel, "slots: sequences decoded together in one batch");
+  app.add_option("--max-queue", o.max_queue, "requests that may wait for a slot; more get 429");
+  app.add_option("--threads", o.threads, "compute threads (0 = all cores)");
+  app.add_option("--http-threads", o.http_threads, "HTTP worker threads (0 = parallel + max-queue + 16)");
+  app.add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' (not for /health)");
+  app.add_option("--timeout", o.timeout_seconds, "per-request time limit in seconds (finish_reason \"timeout\")");
+  app.add_option("--grace", o.grace_seconds, "on SIGTERM, seconds to let in-flight requests finish");
+  app.add_option("--max-body", o.max_body_bytes, "largest request body in bytes");
+  app.add_option("--prefill-chunk", o.prefill_chunk, "prompt tokens of one sequence per step");
+  app.add_option("--batch-rows", o.max_batch_rows, "prompt tokens over all sequences per step");
+  app.add_flag("--no-prefix-reuse", no_prefix_reuse, "always prefill the whole prompt");
+  app.add_flag("--quiet", quiet, "no per-request log lines");
+  CLI11_PARSE(app, argc, argv);
+  o.prefix_reuse = !no_prefix_reuse;
+  o.log_requests = !quiet;
+  if (o.timeout_seconds <= 0 || o.grace_seconds < 0 || o.max_queue < 0 || o.prefill_chunk < 1 ||
+      o.max_batch_rows < 1 || o.max_body_bytes < 1024) {
+    std::fprintf(stderr, "g4 serve: --timeout must be > 0, --grace and --max-queue >= 0, --prefill-chunk and "
+                         "--batch-rows >= 1, --max-body >= 1024\n");
+    return 2;
+  }
+  return RunServer(o);
+}
+
+}  // namespace
+
+G4_COMMAND("serve", "OpenAI-compatible HTTP server (continuous batching, SSE, metrics)", RunServe);
+
+}  // namespace g4::cli

@@ -1,0 +1,359 @@
+#include "runtime/scheduler.h"
+
+#include <algorithm>
+
+namespace g4 {
+
+namespace {
+
+double Seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+}  // namespace
+
+Scheduler::Scheduler(Model& model, const SchedulerOptions& options) : model_(model), options_(options) {
+  options_.parallel = std::max(1, options_.parallel);
+  options_.context = std::max(2, options_.context);
+  options_.max_queue = std::max(0, options_.max_queue);
+  options_.prefill_chunk = std::max(1, options_.prefill_chunk);
+  options_.max_batch_rows = std::max(1, options_.max_batch_rows);
+  // Every cache is allocated up front: no allocation on the hot path, and memory use is known
+  // (and reported) before the first request.
+  for (int i = 0; i < options_.parallel; ++i)
+    slots_.push_back(std::make_unique<Slot>(model_.plan(), options_.context, options_.prefill_chunk));
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Scheduler::~Scheduler() { Stop(); }
+
+SubmitResult Scheduler::Submit(SequenceRequest request) {
+  SubmitResult out;
+  const int vocab = model_.plan().vocab;
+  if (request.prompt.empty()) {
+    out.message = "the prompt is empty";
+    return out;
+  }
+  if (static_cast<int64_t>(request.prompt.size()) >= options_.context) {
+    out.message = Str("the prompt has ", request.prompt.size(), " tokens but the context is ",
+                      options_.context, " tokens (at least one must be left to generate)");
+    return out;
+  }
+  for (int t : request.prompt) {
+    if (t < 0 || t >= vocab) {
+      out.message = Str("token id ", t, " is outside the vocabulary [0, ", vocab, ")");
+      return out;
+    }
+  }
+  if (request.max_new_tokens < 1) {
+    out.message = "max_new_tokens must be at least 1";
+    return out;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!accepting_ || stop_) {
+    out.admission = Admission::kStopped;
+    out.message = "the server is shutting down";
+    return out;
+  }
+  // Free slots take sequences at once; max_queue more may wait.
+  const size_t free_slots = static_cast<size_t>(std::max(0, options_.parallel - running_));
+  if (queue_.size() >= static_cast<size_t>(options_.max_queue) + free_slots) {
+    out.admission = Admission::kQueueFull;
+    out.message = Str("server busy: ", running_, " sequences running and ", queue_.size(),
+                      " queued (limit ", options_.max_queue, ")");
+    return out;
+  }
+  auto handle = std::make_shared<SequenceHandle>();
+  handle->id_ = next_id_++;
+  queue_.push_back(Pending{std::move(request), handle, Clock::now()});
+  out.admission = Admission::kAccepted;
+  out.handle = handle;
+  wake_.notify_one();
+  return out;
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    s.queued = static_cast<int>(queue_.size());
+    s.running = running_;
+  }
+  s.slots = options_.parallel;
+  s.kv_tokens_used = kv_used_.load();
+  s.kv_tokens_total = static_cast<int64_t>(options_.parallel) * options_.context;
+  for (const auto& slot : slots_) s.kv_bytes += slot->cache.bytes();
+  s.steps = steps_.load();
+  s.rows = rows_run_.load();
+  return s;
+}
+
+void Scheduler::StopAccepting() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  accepting_ = false;
+}
+
+bool Scheduler::WaitIdle(Clock::time_point deadline) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return idle_cv_.wait_until(lock, deadline, [&] { return queue_.empty() && running_ == 0; });
+}
+
+void Scheduler::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    accepting_ = false;
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Scheduler::Loop() {
+  for (;;) {
+    std::vector<std::pair<Pending, std::string>> dropped;  // finished while queued
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || !queue_.empty() || running_ > 0; });
+      if (stop_) break;
+      // Queued sequences whose client left or whose time ran out never take a slot.
+      const auto now = Clock::now();
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        const double timeout = it->request.timeout_seconds;
+        if (it->handle->cancelled()) {
+          dropped.emplace_back(std::move(*it), "cancelled");
+          it = queue_.erase(it);
+        } else if (timeout > 0 && Seconds(now - it->submitted) >= timeout) {
+          dropped.emplace_back(std::move(*it), "timeout");
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      while (!queue_.empty() && running_ < options_.parallel) {
+        Pending pending = std::move(queue_.front());
+        queue_.pop_front();
+        ++running_;
+        lock.unlock();
+        Admit(std::move(pending));
+        lock.lock();
+      }
+      if (queue_.empty() && running_ == 0) idle_cv_.notify_all();
+    }
+    for (auto& [pending, reason] : dropped) {
+      SequenceResult result;
+      result.finish_reason = reason;
+      result.prompt_tokens = static_cast<int>(pending.request.prompt.size());
+      result.queue_seconds = Seconds(Clock::now() - pending.submitted);
+      if (pending.request.on_done) pending.request.on_done(result);
+    }
+    if (!dropped.empty()) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (queue_.empty() && running_ == 0) idle_cv_.notify_all();
+    }
+    bool any_running = false;
+    for (const auto& slot : slots_) any_running |= slot->busy;
+    if (any_running) Step();
+  }
+  // Stopping: everything left ends as cancelled.
+  for (auto& slot : slots_)
+    if (slot->busy) Finish(*slot, "cancelled");
+  std::deque<Pending> left;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    left.swap(queue_);
+  }
+  for (auto& pending : left) {
+    SequenceResult result;
+    result.finish_reason = "cancelled";
+    result.prompt_tokens = static_cast<int>(pending.request.prompt.size());
+    if (pending.request.on_done) pending.request.on_done(result);
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  idle_cv_.notify_all();
+}
+
+void Scheduler::Admit(Pending pending) {
+  const std::vector<int>& prompt = pending.request.prompt;
+  // Pick a free slot: the one whose cache shares the longest reusable prefix with the prompt,
+  // else the first free one.
+  Slot* best = nullptr;
+  size_t best_common = 0;
+  for (auto& slot_ptr : slots_) {
+    Slot& slot = *slot_ptr;
+    if (slot.busy) continue;
+    if (!best) best = &slot;
+    if (!options_.prefix_reuse) break;
+    size_t common = 0;
+    const size_t limit = std::min(slot.cached_tokens.size(), prompt.size() - 1);  // keep >= 1 to run
+    while (common < limit && slot.cached_tokens[common] == prompt[common]) ++common;
+    if (common > best_common && slot.cache.CanTruncateTo(static_cast<int64_t>(common))) {
+      best = &slot;
+      best_common = common;
+    }
+  }
+  Slot& slot = *best;  // Loop admits only while a slot is free
+  if (best_common > 0) {
+    slot.cache.set_n_past(static_cast<int64_t>(best_common));
+    slot.cached_tokens.resize(best_common);
+  } else {
+    slot.cache.Reset();
+    slot.cached_tokens.clear();
+  }
+  slot.busy = true;
+  slot.request = std::move(pending.request);
+  slot.handle = std::move(pending.handle);
+  slot.sampler = std::make_unique<Sampler>(slot.request.sampling, static_cast<float>(model_.plan().softcap),
+                                           model_.plan().vocab);
+  slot.submitted = pending.submitted;
+  slot.admitted = Clock::now();
+  slot.first_token = {};
+  slot.has_deadline = slot.request.timeout_seconds > 0;
+  if (slot.has_deadline)
+    slot.deadline = slot.submitted + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(slot.request.timeout_seconds));
+  slot.prompt_done = best_common;
+  slot.cached = static_cast<int>(best_common);
+  slot.generated.clear();
+  // The last generated token is never fed back, so context - prompt tokens can be generated.
+  const int room = options_.context - static_cast<int>(slot.request.prompt.size());
+  slot.max_new = std::max(1, std::min(slot.request.max_new_tokens, room));
+  slot.order = next_order_++;
+}
+
+void Scheduler::Finish(Slot& slot, const std::string& reason, const std::string& error) {
+  SequenceResult result;
+  result.finish_reason = reason;
+  result.error = error;
+  result.prompt_tokens = static_cast<int>(slot.request.prompt.size());
+  result.cached_tokens = slot.cached;
+  result.completion_tokens = static_cast<int>(slot.generated.size());
+  const auto now = Clock::now();
+  result.queue_seconds = Seconds(slot.admitted - slot.submitted);
+  if (!slot.generated.empty()) {
+    result.ttft_seconds = Seconds(slot.first_token - slot.submitted);
+    result.decode_seconds = Seconds(now - slot.first_token);
+  }
+  if (reason == "error") {
+    // The cache may hold a partial write; never reuse it.
+    slot.cache.Reset();
+    slot.cached_tokens.clear();
+  }
+  auto on_done = std::move(slot.request.on_done);
+  slot.request = SequenceRequest{};  // drops the callbacks and whatever they hold
+  slot.handle.reset();
+  slot.sampler.reset();
+  slot.busy = false;
+  if (on_done) on_done(result);
+  std::lock_guard<std::mutex> lock(mutex_);
+  --running_;
+  if (queue_.empty() && running_ == 0) idle_cv_.notify_all();
+}
+
+void Scheduler::Step() {
+  const auto now = Clock::now();
+  for (auto& slot : slots_) {
+    if (!slot->busy) continue;
+    if (slot->handle->cancelled()) {
+      Finish(*slot, "cancelled");
+    } else if (slot->has_deadline && now >= slot->deadline) {
+      Finish(*slot, "timeout");
+    }
+  }
+
+  // Rows: one decode row per generating sequence, then prefill chunks first come first served
+  // within the row budget. `owners[i]` is the slot of the i-th row that wants logits.
+  rows_.clear();
+  std::vector<Slot*> owners;
+  struct Taken {
+    Slot* slot;
+    size_t begin, end;
+  };
+  std::vector<Taken> taken;
+  for (auto& slot_ptr : slots_) {
+    Slot& slot = *slot_ptr;
+    if (!slot.busy || slot.generated.empty()) continue;
+    rows_.push_back(BatchRow{slot.generated.back(), slot.cache.n_past(), &slot.cache, true});
+    owners.push_back(&slot);
+  }
+  std::vector<Slot*> prefilling;
+  for (auto& slot_ptr : slots_)
+    if (slot_ptr->busy && slot_ptr->generated.empty()) prefilling.push_back(slot_ptr.get());
+  std::sort(prefilling.begin(), prefilling.end(), [](Slot* a, Slot* b) { return a->order < b->order; });
+  int budget = options_.max_batch_rows;
+  for (Slot* slot : prefilling) {
+    const std::vector<int>& prompt = slot->request.prompt;
+    const size_t k = std::min<size_t>({prompt.size() - slot->prompt_done,
+                                       static_cast<size_t>(options_.prefill_chunk),
+                                       static_cast<size_t>(budget)});
+    if (k == 0) break;
+    const size_t begin = slot->prompt_done, end = begin + k;
+    for (size_t i = begin; i < end; ++i) {
+      const bool last = i + 1 == prompt.size();
+      rows_.push_back(BatchRow{prompt[i], slot->cache.n_past() + static_cast<int64_t>(i - begin),
+                               &slot->cache, last});
+      if (last) owners.push_back(slot);
+    }
+    taken.push_back(Taken{slot, begin, end});
+    budget -= static_cast<int>(k);
+  }
+  if (rows_.empty()) return;
+
+  // Logits come back in row order among the rows that want them; decode rows come first and
+  // a prefill chunk's only wanted row is its last, so row order == owners order.
+  const int vocab = model_.plan().vocab;
+  const size_t need = owners.size() * static_cast<size_t>(vocab);
+  if (logits_.size() < need) logits_.resize(need);
+  Status st = model_.Forward(rows_, act_, owners.empty() ? nullptr : logits_.data());
+  steps_.fetch_add(1);
+  rows_run_.fetch_add(rows_.size());
+  if (!st.ok()) {
+    for (auto& slot : slots_)
+      if (slot->busy) Finish(*slot, "error", st.message());
+    kv_used_.store(0);
+    return;
+  }
+  for (const BatchRow& row : rows_) {
+    // Map the row back to its slot's token list (the cache now holds it).
+    for (auto& slot : slots_)
+      if (&slot->cache == row.cache) {
+        slot->cached_tokens.push_back(row.token);
+        break;
+      }
+  }
+  for (const Taken& t : taken) t.slot->prompt_done = t.end;
+
+  // Sampling is per row with each slot's own sampler, so rows are sampled in parallel (a pass
+  // over the vocabulary per row adds up at 16 rows); callbacks then run in row order.
+  std::vector<TokenInfo> infos(owners.size());
+  model_.pool().ParallelFor(static_cast<int64_t>(owners.size()), [&](int64_t i, int) {
+    Slot& slot = *owners[i];
+    float* logits = logits_.data() + static_cast<size_t>(i) * vocab;
+    TokenInfo& info = infos[i];
+    info.token = slot.sampler->Sample(logits, slot.generated);
+    if (slot.request.top_logprobs >= 0) {
+      info.logprob = slot.sampler->LogProb(info.token);
+      if (slot.request.top_logprobs > 0) info.top = slot.sampler->TopLogProbs(slot.request.top_logprobs);
+    }
+  });
+  const auto sampled_at = Clock::now();
+  for (size_t i = 0; i < owners.size(); ++i) {
+    Slot& slot = *owners[i];
+    const TokenInfo& info = infos[i];
+    if (slot.generated.empty()) slot.first_token = sampled_at;
+    slot.generated.push_back(info.token);
+    const bool keep_going = !slot.request.on_token || slot.request.on_token(info);
+    const auto& stops = slot.request.stop_ids;
+    if (!keep_going || std::find(stops.begin(), stops.end(), info.token) != stops.end()) {
+      Finish(slot, "stop");
+    } else if (static_cast<int>(slot.generated.size()) >= slot.max_new ||
+               slot.cache.n_past() >= slot.cache.max_context()) {
+      Finish(slot, "length");
+    }
+  }
+  int64_t used = 0;
+  for (const auto& slot : slots_)
+    if (slot->busy) used += slot->cache.n_past();
+  kv_used_.store(used);
+}
+
+}  // namespace g4

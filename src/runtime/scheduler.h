@@ -1,0 +1,177 @@
+// Continuous batching over a fixed set of slots. Each slot owns a KvCache; a dedicated engine
+// thread runs the loop: admit queued sequences into free slots, then build ONE Model::Forward
+// call holding one decode row per running sequence plus prefill chunks of newly admitted ones
+// (weights are read once per step for all of them), sample every row with its own Sampler and
+// hand tokens to per-sequence callbacks. Sequences join and leave at every step.
+//
+// The engine's math is per row, so batching never changes a sequence's result: greedy output is
+// the same token for token alone or among others (scheduler_test checks this).
+//
+// Threads: Submit/Cancel/stats may be called from any thread. Callbacks run on the engine thread
+// and must be quick (detokenize, match stops, hand text to the waiting HTTP thread).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/forward.h"
+#include "runtime/kv_cache.h"
+#include "runtime/sampler.h"
+
+namespace g4 {
+
+// One generated token and, when asked, its log-probability and the most likely alternatives
+// (under the distribution it was sampled from).
+struct TokenInfo {
+  int token = 0;
+  double logprob = 0;
+  std::vector<std::pair<int, double>> top;
+};
+
+struct SequenceResult {
+  // "stop" (eos id or the callback asked to stop), "length" (max_new_tokens or context full),
+  // "timeout", "cancelled" (client went away), "error".
+  std::string finish_reason;
+  std::string error;  // set when finish_reason == "error"
+  int prompt_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens reused from the slot's cache (prefix reuse)
+  int completion_tokens = 0;
+  double queue_seconds = 0;  // submit -> admitted into a slot
+  double ttft_seconds = 0;   // submit -> first token sampled (0 if none)
+  double decode_seconds = 0; // first token -> last token
+};
+
+struct SequenceRequest {
+  std::vector<int> prompt;  // must be non-empty and shorter than the slot context
+  int max_new_tokens = 16;  // capped to the room left in the context
+  SamplingParams sampling;
+  std::vector<int> stop_ids;  // usually the model's eos ids; the stop token is reported
+  int top_logprobs = -1;      // < 0: no logprobs; >= 0: logprob of each token + k alternatives
+  double timeout_seconds = 0; // 0: none; counted from Submit
+  // Per generated token, on the engine thread. Return false to end the sequence ("stop"),
+  // e.g. when a stop string matched.
+  std::function<bool(const TokenInfo&)> on_token;
+  // Exactly once per accepted sequence, on the engine thread. A rejected Submit calls nothing.
+  std::function<void(const SequenceResult&)> on_done;
+};
+
+// What a caller holds to cancel its sequence (e.g. when the client disconnects).
+class SequenceHandle {
+ public:
+  void Cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+  uint64_t id() const { return id_; }
+
+ private:
+  friend class Scheduler;
+  std::atomic<bool> cancelled_{false};
+  uint64_t id_ = 0;
+};
+
+enum class Admission { kAccepted, kQueueFull, kInvalid, kStopped };
+
+struct SubmitResult {
+  Admission admission = Admission::kInvalid;
+  std::string message;  // why not accepted
+  std::shared_ptr<SequenceHandle> handle;
+};
+
+struct SchedulerOptions {
+  int parallel = 1;         // slots, i.e. sequences running at once
+  int context = 4096;       // tokens per slot (prompt + generated)
+  int max_queue = 64;       // waiting sequences beyond the running ones; more -> kQueueFull
+  int prefill_chunk = 64;   // rows of one sequence per step (the cache's max_chunk)
+  int max_batch_rows = 256; // prefill rows per step across sequences (decode rows always run)
+  bool prefix_reuse = true; // keep a free slot's cache and reuse its common prefix
+};
+
+struct SchedulerStats {
+  int queued = 0;
+  int running = 0;
+  int slots = 0;
+  int64_t kv_tokens_used = 0;   // positions held by running sequences
+  int64_t kv_tokens_total = 0;  // slots * context
+  size_t kv_bytes = 0;          // allocated cache memory
+  uint64_t steps = 0;           // Forward calls so far
+  uint64_t rows = 0;            // rows run so far
+};
+
+class Scheduler {
+ public:
+  Scheduler(Model& model, const SchedulerOptions& options);
+  ~Scheduler();  // Stop(): cancels what is left and joins the engine thread
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  SubmitResult Submit(SequenceRequest request);
+  SchedulerStats stats() const;
+  const SchedulerOptions& options() const { return options_; }
+
+  // Refuse new sequences; the running and queued ones go on. Returns at once.
+  void StopAccepting();
+  // Blocks until nothing is queued or running, or the deadline passes; true if idle.
+  bool WaitIdle(std::chrono::steady_clock::time_point deadline);
+  // Cancels everything and joins the engine thread.
+  void Stop();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Pending {
+    SequenceRequest request;
+    std::shared_ptr<SequenceHandle> handle;
+    Clock::time_point submitted;
+  };
+  struct Slot {
+    KvCache cache;
+    std::vector<int> cached_tokens;  // tokens whose K/V the cache holds, [0, n_past)
+    bool busy = false;
+    // The running sequence.
+    SequenceRequest request;
+    std::shared_ptr<SequenceHandle> handle;
+    std::unique_ptr<Sampler> sampler;
+    Clock::time_point submitted, admitted, first_token, deadline;
+    bool has_deadline = false;
+    size_t prompt_done = 0;  // prompt tokens already in the cache
+    int cached = 0;
+    std::vector<int> generated;
+    int max_new = 0;
+    uint64_t order = 0;  // admission order, so prefill goes first come first served
+    Slot(const ModelPlan& plan, int context, int chunk) : cache(plan, context, chunk) {}
+  };
+
+  void Loop();
+  void Admit(Pending pending);
+  void Step();
+  void Finish(Slot& slot, const std::string& reason, const std::string& error = "");
+
+  Model& model_;
+  SchedulerOptions options_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  Activations act_;
+  std::vector<float> logits_;
+  std::vector<BatchRow> rows_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;     // engine thread: work arrived or stop
+  std::condition_variable idle_cv_;  // WaitIdle
+  std::deque<Pending> queue_;
+  bool accepting_ = true;
+  bool stop_ = false;
+  int running_ = 0;
+  uint64_t next_id_ = 1;
+  uint64_t next_order_ = 0;
+  std::atomic<int64_t> kv_used_{0};
+  std::atomic<uint64_t> steps_{0}, rows_run_{0};
+  std::thread thread_;
+};
+
+}  // namespace g4

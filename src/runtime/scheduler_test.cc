@@ -1,0 +1,265 @@
+// Continuous batching must not change results, must free slots on cancel/timeout, and must
+// reject work beyond its queue. Runs on a tiny synthetic checkpoint with a small vocabulary.
+#include "runtime/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "runtime/generate.h"
+#include "testing/checkpoints.h"
+
+namespace g4 {
+namespace {
+
+struct Outcome {
+  std::vector<int> tokens;
+  SequenceResult result;
+};
+
+// Submits a sequence and returns a future of its tokens and result.
+struct Runner {
+  std::shared_ptr<std::promise<Outcome>> promise = std::make_shared<std::promise<Outcome>>();
+  std::shared_ptr<Outcome> outcome = std::make_shared<Outcome>();
+  std::future<Outcome> future = promise->get_future();
+
+  SequenceRequest Request(std::vector<int> prompt, int max_new) {
+    SequenceRequest r;
+    r.prompt = std::move(prompt);
+    r.max_new_tokens = max_new;
+    auto out = outcome;
+    auto p = promise;
+    r.on_token = [out](const TokenInfo& t) {
+      out->tokens.push_back(t.token);
+      return true;
+    };
+    r.on_done = [out, p](const SequenceResult& res) {
+      out->result = res;
+      p->set_value(*out);
+    };
+    return r;
+  }
+};
+
+std::vector<int> Prompt(int seed, int len, int vocab) {
+  std::vector<int> p;
+  uint32_t x = 2654435761u * (seed + 1);
+  for (int i = 0; i < len; ++i) {
+    x = x * 1664525u + 1013904223u;
+    p.push_back(2 + static_cast<int>((x >> 8) % (vocab - 2)));
+  }
+  return p;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
+    ASSERT_FALSE(dir.empty());
+    ModelOptions mo;
+    mo.threads = 1;
+    auto m = Model::Load(dir, mo);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    model_ = std::move(m).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+  static Model* model_;
+};
+Model* SchedulerTest::model_ = nullptr;
+
+TEST_F(SchedulerTest, BatchedGreedyEqualsAloneTokenForToken) {
+  ASSERT_NE(model_, nullptr);
+  const int vocab = model_->plan().vocab;
+  const int n = 16, max_new = 10;
+  // Prompt lengths cross the sliding window and the prefill chunk (8) of the batched runs.
+  std::vector<std::vector<int>> prompts;
+  for (int i = 0; i < n; ++i) prompts.push_back(Prompt(i, 3 + (i * 7) % 30, vocab));
+
+  // Alone: the single-sequence generator, one fresh cache each.
+  std::vector<std::vector<int>> alone;
+  for (int i = 0; i < n; ++i) {
+    KvCache cache(model_->plan(), 128, 64);
+    GenerateOptions go;
+    go.max_new_tokens = max_new;
+    auto r = Generate(*model_, cache, prompts[i], go);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    alone.push_back(r->tokens);
+  }
+
+  // Together: 16 slots, small prefill chunks and row budget so prefills interleave with decodes.
+  SchedulerOptions so;
+  so.parallel = n;
+  so.context = 128;
+  so.prefill_chunk = 8;
+  so.max_batch_rows = 20;
+  so.prefix_reuse = false;
+  Scheduler scheduler(*model_, so);
+  std::vector<Runner> runners(n);
+  for (int i = 0; i < n; ++i) {
+    auto sub = scheduler.Submit(runners[i].Request(prompts[i], max_new));
+    ASSERT_EQ(sub.admission, Admission::kAccepted) << sub.message;
+  }
+  for (int i = 0; i < n; ++i) {
+    Outcome o = runners[i].future.get();
+    EXPECT_EQ(o.result.finish_reason, "length");
+    EXPECT_EQ(o.tokens, alone[i]) << "sequence " << i << " differs when batched";
+    EXPECT_EQ(o.result.completion_tokens, max_new);
+    EXPECT_EQ(o.result.prompt_tokens, static_cast<int>(prompts[i].size()));
+  }
+  EXPECT_LT(scheduler.stats().steps, static_cast<uint64_t>(n * max_new)) << "sequences were not batched";
+
+  // Fewer slots than sequences: the rest wait in the queue and join as slots free up.
+  SchedulerOptions small = so;
+  small.parallel = 3;
+  small.prefix_reuse = true;
+  Scheduler queued(*model_, small);
+  std::vector<Runner> again(n);
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(queued.Submit(again[i].Request(prompts[i], max_new)).admission, Admission::kAccepted);
+  for (int i = 0; i < n; ++i) EXPECT_EQ(again[i].future.get().tokens, alone[i]) << "sequence " << i;
+}
+
+TEST_F(SchedulerTest, PrefixReuseGivesTheSameTokens) {
+  ASSERT_NE(model_, nullptr);
+  const int vocab = model_->plan().vocab;
+  SchedulerOptions so;
+  so.parallel = 1;
+  so.context = 128;
+  so.prefill_chunk = 16;
+  Scheduler scheduler(*model_, so);
+  std::vector<int> first = Prompt(100, 20, vocab);
+  Runner a;
+  ASSERT_EQ(scheduler.Submit(a.Request(first, 6)).admission, Admission::kAccepted);
+  Outcome oa = a.future.get();
+  // The next turn extends the first prompt and its answer.
+  std::vector<int> second = first;
+  second.insert(second.end(), oa.tokens.begin(), oa.tokens.end());
+  std::vector<int> more = Prompt(101, 5, vocab);
+  second.insert(second.end(), more.begin(), more.end());
+  Runner b;
+  ASSERT_EQ(scheduler.Submit(b.Request(second, 6)).admission, Admission::kAccepted);
+  Outcome ob = b.future.get();
+  EXPECT_GE(ob.result.cached_tokens, 20);
+
+  KvCache cache(model_->plan(), 128, 64);
+  GenerateOptions go;
+  go.max_new_tokens = 6;
+  auto fresh = Generate(*model_, cache, second, go);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(ob.tokens, fresh->tokens);
+}
+
+TEST_F(SchedulerTest, CancelFreesTheSlotAtOnce) {
+  ASSERT_NE(model_, nullptr);
+  SchedulerOptions so;
+  so.parallel = 1;
+  so.context = 512;
+  so.max_queue = 4;
+  Scheduler scheduler(*model_, so);
+  Runner a, b;
+  auto req = a.Request(Prompt(1, 5, 512), 100000);
+  auto sub_a = scheduler.Submit(std::move(req));
+  ASSERT_EQ(sub_a.admission, Admission::kAccepted);
+  auto sub_b = scheduler.Submit(b.Request(Prompt(2, 5, 512), 3));
+  ASSERT_EQ(sub_b.admission, Admission::kAccepted);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  sub_a.handle->Cancel();
+  Outcome oa = a.future.get();
+  EXPECT_EQ(oa.result.finish_reason, "cancelled");
+  EXPECT_LT(oa.result.completion_tokens, 500);
+  Outcome ob = b.future.get();
+  EXPECT_EQ(ob.result.finish_reason, "length");
+  EXPECT_EQ(ob.tokens.size(), 3u);
+  EXPECT_TRUE(scheduler.WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
+  EXPECT_EQ(scheduler.stats().running, 0);
+}
+
+TEST_F(SchedulerTest, FullQueueRejectsAndTimeoutsEndClearly) {
+  ASSERT_NE(model_, nullptr);
+  SchedulerOptions so;
+  so.parallel = 1;
+  so.context = 4096;
+  so.max_queue = 1;
+  Scheduler scheduler(*model_, so);
+  Runner a, b, c;
+  auto long_req = a.Request(Prompt(3, 4, 512), 4000);
+  long_req.timeout_seconds = 0.3;
+  auto sub_a = scheduler.Submit(std::move(long_req));
+  ASSERT_EQ(sub_a.admission, Admission::kAccepted);
+  // Give the engine a moment to move A into the slot, so B is the one queued.
+  for (int i = 0; i < 100 && scheduler.stats().running == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto sub_b = scheduler.Submit(b.Request(Prompt(4, 4, 512), 2));
+  ASSERT_EQ(sub_b.admission, Admission::kAccepted);
+  auto sub_c = scheduler.Submit(c.Request(Prompt(5, 4, 512), 2));
+  EXPECT_EQ(sub_c.admission, Admission::kQueueFull);
+  EXPECT_FALSE(sub_c.message.empty());
+  Outcome oa = a.future.get();
+  EXPECT_EQ(oa.result.finish_reason, "timeout");
+  EXPECT_EQ(b.future.get().result.finish_reason, "length");
+}
+
+TEST_F(SchedulerTest, RejectsPromptsThatDoNotFitAndStopsOnRequest) {
+  ASSERT_NE(model_, nullptr);
+  SchedulerOptions so;
+  so.parallel = 2;
+  so.context = 16;
+  Scheduler scheduler(*model_, so);
+  Runner a;
+  auto sub = scheduler.Submit(a.Request(Prompt(6, 16, 512), 4));
+  EXPECT_EQ(sub.admission, Admission::kInvalid);
+  EXPECT_NE(sub.message.find("16 tokens"), std::string::npos) << sub.message;
+  Runner bad;
+  EXPECT_EQ(scheduler.Submit(bad.Request({1, 999999}, 4)).admission, Admission::kInvalid);
+
+  // max_new_tokens is capped to the room left: 16 - 10 = 6 tokens, then "length".
+  Runner b;
+  ASSERT_EQ(scheduler.Submit(b.Request(Prompt(7, 10, 512), 1000)).admission, Admission::kAccepted);
+  Outcome ob = b.future.get();
+  EXPECT_EQ(ob.result.finish_reason, "length");
+  EXPECT_EQ(ob.result.completion_tokens, 6);
+
+  // The callback ends a sequence (a stop string matched): finish_reason "stop".
+  Runner c;
+  auto req = c.Request(Prompt(8, 4, 512), 10);
+  auto inner = req.on_token;
+  int seen = 0;
+  req.on_token = [inner, &seen](const TokenInfo& t) {
+    inner(t);
+    return ++seen < 2;
+  };
+  ASSERT_EQ(scheduler.Submit(std::move(req)).admission, Admission::kAccepted);
+  Outcome oc = c.future.get();
+  EXPECT_EQ(oc.result.finish_reason, "stop");
+  EXPECT_EQ(oc.tokens.size(), 2u);
+
+  // Logprobs: the sampled token's and k alternatives, best first.
+  Runner d;
+  auto lp_req = d.Request(Prompt(9, 4, 512), 2);
+  std::vector<TokenInfo> infos;
+  auto lp_inner = lp_req.on_token;
+  lp_req.on_token = [lp_inner, &infos](const TokenInfo& t) {
+    infos.push_back(t);
+    return lp_inner(t);
+  };
+  lp_req.top_logprobs = 3;
+  ASSERT_EQ(scheduler.Submit(std::move(lp_req)).admission, Admission::kAccepted);
+  d.future.get();
+  ASSERT_EQ(infos.size(), 2u);
+  ASSERT_EQ(infos[0].top.size(), 3u);
+  EXPECT_EQ(infos[0].top[0].first, infos[0].token);  // greedy takes the most likely
+  EXPECT_LE(infos[0].logprob, 0.0);
+  EXPECT_GE(infos[0].top[0].second, infos[0].top[1].second);
+
+  scheduler.StopAccepting();
+  Runner e;
+  EXPECT_EQ(scheduler.Submit(e.Request(Prompt(10, 4, 512), 2)).admission, Admission::kStopped);
+}
+
+}  // namespace
+}  // namespace g4

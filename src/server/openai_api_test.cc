@@ -1,0 +1,162 @@
+#include "server/openai_api.h"
+
+#include <gtest/gtest.h>
+
+namespace g4 {
+namespace {
+
+ApiLimits Limits() {
+  ApiLimits l;
+  l.vocab = 1000;
+  l.defaults.do_sample = true;
+  l.defaults.temperature = 1.0;
+  l.defaults.top_k = 64;
+  l.defaults.top_p = 0.95;
+  l.suppress_tokens = {998, 999};
+  return l;
+}
+
+// Parses and expects an error naming `param`.
+void ExpectError(ApiRoute route, const std::string& body, const std::string& param, int status = 400) {
+  ApiRequest r;
+  ApiError e;
+  EXPECT_FALSE(ParseApiRequest(route, body, Limits(), &r, &e)) << body;
+  EXPECT_EQ(e.status, status) << body;
+  EXPECT_EQ(e.param, param) << body << " -> " << e.message;
+  EXPECT_FALSE(e.message.empty());
+  const auto j = e.ToJson();
+  EXPECT_TRUE(j["error"].contains("message") && j["error"].contains("type") && j["error"].contains("param") &&
+              j["error"].contains("code"));
+}
+
+TEST(OpenAiApi, ChatFieldsAreRead) {
+  ApiRequest r;
+  ApiError e;
+  const std::string body = R"({"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"hi"}]}],
+    "max_completion_tokens":7,"temperature":0.5,"top_k":5,"top_p":0.9,"min_p":0.1,"seed":42,"stop":["a","b"],
+    "presence_penalty":0.5,"frequency_penalty":-0.5,"repetition_penalty":1.1,"logprobs":true,"top_logprobs":3,
+    "stream":true,"stream_options":{"include_usage":true},"logit_bias":{"5":-100},
+    "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}],"tool_choice":"auto",
+    "chat_template_kwargs":{"enable_thinking":true},"n":1,"user":"u"})";
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kChat, body, Limits(), &r, &e)) << e.message;
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.max_tokens.value(), 7);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
+  EXPECT_EQ(r.sampling.top_k, 5);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
+  EXPECT_TRUE(r.sampling.has_seed);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "b"}));
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.repetition_penalty, 1.1f);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 3);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_FLOAT_EQ(r.sampling.logit_bias.at(5), -100.0f);
+  EXPECT_TRUE(r.tools_enabled);
+  EXPECT_TRUE(r.enable_thinking);
+  EXPECT_EQ(r.sampling.suppress_tokens, (std::vector<int>{998, 999}));
+  EXPECT_EQ(r.messages.size(), 2u);
+}
+
+TEST(OpenAiApi, DefaultsComeFromTheCheckpointAndGenerateIsGreedy) {
+  ApiRequest r;
+  ApiError e;
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kCompletion, R"({"prompt":"x"})", Limits(), &r, &e));
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_EQ(r.sampling.top_k, 64);
+  EXPECT_FALSE(r.max_tokens.has_value());
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kGenerate, R"({"prompt":"x","max_new_tokens":3})", Limits(), &r, &e));
+  EXPECT_TRUE(r.sampling.greedy());
+  EXPECT_EQ(r.max_tokens.value(), 3);
+}
+
+TEST(OpenAiApi, CompletionPromptForms) {
+  ApiRequest r;
+  ApiError e;
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kCompletion, R"({"prompt":[2,5,7],"logprobs":2})", Limits(), &r, &e));
+  EXPECT_TRUE(r.has_prompt_ids);
+  EXPECT_EQ(r.prompt_ids, (std::vector<int>{2, 5, 7}));
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 2);
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kCompletion, R"({"prompt":[[2,5]]})", Limits(), &r, &e));
+  EXPECT_EQ(r.prompt_ids.size(), 2u);
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kCompletion, R"({"prompt":["text"]})", Limits(), &r, &e));
+  EXPECT_EQ(r.prompt_text, "text");
+  // Huge max_tokens is not an error: it is capped to the room left later.
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kCompletion, R"({"prompt":"x","max_tokens":99999999999999})", Limits(), &r, &e));
+  EXPECT_GT(r.max_tokens.value(), 1000000);
+}
+
+TEST(OpenAiApi, BadRequestsNameTheField) {
+  ExpectError(ApiRoute::kChat, "{not json", "");
+  ExpectError(ApiRoute::kChat, "[1,2]", "");
+  ExpectError(ApiRoute::kChat, "", "");
+  ExpectError(ApiRoute::kChat, "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}", "");  // bad UTF-8
+  ExpectError(ApiRoute::kChat, R"({"max_tokens":5})", "messages");
+  ExpectError(ApiRoute::kChat, R"({"messages":[]})", "messages");
+  ExpectError(ApiRoute::kChat, R"({"messages":"hi"})", "messages");
+  ExpectError(ApiRoute::kChat, R"({"messages":[{"role":"wizard","content":"x"}]})", "messages");
+  ExpectError(ApiRoute::kChat, R"({"messages":[{"role":"user"}]})", "messages");
+  ExpectError(ApiRoute::kChat, R"({"messages":[{"role":"user","content":[{"type":"image_url","image_url":{}}]}]})", "messages");
+  const std::string m = R"("messages":[{"role":"user","content":"x"}])";
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"n":2})", "n");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"temperature":"hot"})", "temperature");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"temperature":-1})", "temperature");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"temperature":1e300})", "temperature");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"top_p":1.5})", "top_p");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"top_k":-3})", "top_k");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"top_k":2.5})", "top_k");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"max_tokens":-1})", "max_tokens");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"max_tokens":0})", "max_tokens");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"max_tokens":"10"})", "max_tokens");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"seed":1.5})", "seed");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"stop":[1]})", "stop");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"stop":""})", "stop");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"stream":"yes"})", "stream");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"stream_options":{"include_usage":true}})", "stream_options");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"top_logprobs":3})", "top_logprobs");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"logprobs":true,"top_logprobs":50})", "top_logprobs");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"presence_penalty":3})", "presence_penalty");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"repetition_penalty":0})", "repetition_penalty");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"logit_bias":{"abc":1}})", "logit_bias");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"logit_bias":{"5000":1}})", "logit_bias");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"response_format":{"type":"json_object"}})", "response_format");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"tool_choice":"required"})", "tool_choice");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"tools":[{"type":"function"}]})", "tools");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"functions":[]})", "functions");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"frobnicate":1})", "frobnicate");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"prompt":"x"})", "prompt");
+  ExpectError(ApiRoute::kCompletion, R"({"prompt":""})", "prompt");
+  ExpectError(ApiRoute::kCompletion, R"({"prompt":["a","b"]})", "prompt");
+  ExpectError(ApiRoute::kCompletion, R"({"prompt":[1,-2]})", "prompt");
+  ExpectError(ApiRoute::kCompletion, R"({"prompt":[1,5000]})", "prompt");
+  ExpectError(ApiRoute::kCompletion, R"({"prompt":12})", "prompt");
+  ExpectError(ApiRoute::kCompletion, R"({"prompt":"x","echo":true})", "echo");
+  ExpectError(ApiRoute::kCompletion, R"({"prompt":"x","best_of":3})", "best_of");
+  ExpectError(ApiRoute::kCompletion, R"({"prompt":"x","messages":[]})", "messages");
+  ExpectError(ApiRoute::kGenerate, R"({"prompt":"x","stream":true})", "stream");
+  ExpectError(ApiRoute::kGenerate, R"({"prompt":"x","timeout":-5})", "timeout");
+}
+
+TEST(OpenAiApi, TokenizeBodies) {
+  TokenizeRequest t;
+  ApiError e;
+  ASSERT_TRUE(ParseTokenizeRequest(R"({"content":"hi","with_pieces":true})", &t, &e));
+  EXPECT_EQ(t.content, "hi");
+  EXPECT_TRUE(t.with_pieces);
+  EXPECT_FALSE(ParseTokenizeRequest(R"({"content":5})", &t, &e));
+  EXPECT_EQ(e.param, "content");
+  std::vector<int> ids;
+  ASSERT_TRUE(ParseDetokenizeRequest(R"({"tokens":[1,2,3]})", 10, &ids, &e));
+  EXPECT_EQ(ids, (std::vector<int>{1, 2, 3}));
+  ids.clear();
+  EXPECT_FALSE(ParseDetokenizeRequest(R"({"tokens":[1,20]})", 10, &ids, &e));
+  EXPECT_FALSE(ParseDetokenizeRequest(R"({"tokens":"1"})", 10, &ids, &e));
+}
+
+}  // namespace
+}  // namespace g4

@@ -1,0 +1,33 @@
+// g4 serve: the OpenAI-compatible HTTP server (cpp-httplib) over the continuous-batching
+// Scheduler. HTTP threads parse and validate requests, tokenize, enqueue and wait (or stream SSE);
+// the engine thread does all model work. See docs/server.md for routes and fields.
+#pragma once
+
+#include <string>
+
+namespace g4 {
+
+struct ServerOptions {
+  std::string model_dir;
+  std::string model_name;  // "" -> the directory's name
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int context = 0;  // per slot; 0 -> min(4096, model max)
+  int parallel = 4;
+  int max_queue = 64;
+  int threads = 0;  // compute threads; 0 = all cores
+  int http_threads = 0;  // 0 -> parallel + max_queue + 16
+  std::string api_key;
+  double timeout_seconds = 600;  // per request, unless it asks for less
+  double grace_seconds = 30;     // SIGTERM: time for in-flight requests to finish
+  size_t max_body_bytes = 8 << 20;
+  int prefill_chunk = 64;
+  int max_batch_rows = 256;
+  bool prefix_reuse = true;
+  bool log_requests = true;
+};
+
+// Runs until SIGTERM/SIGINT (then drains) or a fatal error. Returns the process exit code.
+int RunServer(const ServerOptions& options);
+
+}  // namespace g4

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# g4 serve driven with curl: every route, the SSE wire format, error bodies (malformed JSON,
+# invalid UTF-8, oversized body, unknown route, context overflow), /metrics series, the loading
+# phase, and SIGTERM draining (in-flight stream completes, exit code 0).
+#   tests/server/curl_test.sh      (G4_BINARY_DIR, G4_SERVE_TEST_MODEL optional)
+set -uo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+src="${G4_SOURCE_DIR:-$here/../..}"
+bin="${G4_BIN:-${G4_BINARY_DIR:-$src/build}/g4}"
+command -v curl >/dev/null || { echo "SKIP: no curl"; exit 77; }
+[ -x "$bin" ] || { echo "SKIP: no g4 binary at $bin"; exit 77; }
+tmp="$(mktemp -d)"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+model="${G4_SERVE_TEST_MODEL:-}"
+if [ -z "$model" ]; then
+  model="$tmp/model"
+  "$bin" synth --preset e2b --out "$model" >/dev/null || { echo "FAIL: g4 synth"; exit 1; }
+fi
+
+failed=0; passed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+fail() { failed=$((failed + 1)); echo "FAIL $1"; }
+
+# start NAME FLAGS...: starts a server, sets $url and $pid (log in $tmp/NAME.log).
+start() {
+  local name="$1"; shift
+  "$bin" serve --model "$model" --port 0 --threads 1 "$@" 2>"$tmp/$name.log" &
+  pid=$!; pids+=("$pid")
+  url=""
+  for _ in $(seq 300); do
+    url="$(grep -o 'http://127.0.0.1:[0-9]*' "$tmp/$name.log" | head -1)"
+    [ -n "$url" ] && break; sleep 0.05
+  done
+  [ -n "$url" ] || { echo "FAIL: server $name did not start"; cat "$tmp/$name.log"; exit 1; }
+}
+wait_ready() { for _ in $(seq 600); do [ "$(curl -s -o /dev/null -w '%{http_code}' "$1/health")" = 200 ] && return 0; sleep 0.05; done; return 1; }
+
+# req METHOD PATH [BODY]: sets $code and $body.
+req() {
+  local out="$tmp/out"
+  if [ $# -ge 3 ]; then
+    code="$(curl -s -o "$out" -w '%{http_code}' -X "$1" "$url$2" -H 'Content-Type: application/json' --data-binary "$3")"
+  else
+    code="$(curl -s -o "$out" -w '%{http_code}' -X "$1" "$url$2")"
+  fi
+  body="$(cat "$out")"
+}
+has() { grep -q -- "$2" <<<"$1"; }
+is_error() { [ "$code" = "$1" ] && has "$body" '"error":{' && has "$body" '"message":' && has "$body" '"type":' && has "$body" '"code":' && has "$body" '"param":'; }
+
+# --- Loading phase: /health says loading, requests get 503 ---------------------------------
+G4_SERVE_LOAD_DELAY_MS=1500 start loading --ctx 256
+req GET /health
+if [ "$code" = 503 ] && has "$body" '"status":"loading"'; then ok "health is 503 loading while the model loads"; else fail "health is 503 loading while the model loads"; fi
+req POST /v1/completions '{"prompt":"x","max_tokens":1}'
+if is_error 503; then ok "requests are 503 while loading"; else fail "requests are 503 while loading"; fi
+wait_ready "$url"
+req GET /health
+if [ "$code" = 200 ] && has "$body" '"status":"ok"'; then ok "health is 200 ok once loaded"; else fail "health is 200 ok once loaded"; fi
+kill -TERM "$pid"; wait "$pid"; rc=$?
+if [ "$rc" = 0 ]; then ok "SIGTERM when idle exits 0"; else fail "SIGTERM when idle exits 0"; fi
+
+# --- The main server -------------------------------------------------------------------------
+start main --ctx 256 --parallel 4 --max-body 65536
+wait_ready "$url" || { echo "FAIL: not ready"; cat "$tmp/main.log"; exit 1; }
+
+req GET /v1/models
+if [ "$code" = 200 ] && has "$body" '"object":"list"' && has "$body" '"max_model_len":256'; then ok "GET /v1/models"; else fail "GET /v1/models"; fi
+
+req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":5,"temperature":0}'
+if [ "$code" = 200 ] && has "$body" '"object":"chat.completion"' && has "$body" '"role":"assistant"' && has "$body" '"usage":{'; then ok "POST /v1/chat/completions"; else fail "POST /v1/chat/completions"; fi
+
+req POST /v1/completions '{"prompt":"Hello","max_tokens":5,"temperature":0}'
+if [ "$code" = 200 ] && has "$body" '"object":"text_completion"' && has "$body" '"completion_tokens":5'; then ok "POST /v1/completions"; else fail "POST /v1/completions"; fi
+
+req POST /generate '{"prompt":"Hello","max_tokens":4}'
+if [ "$code" = 200 ] && has "$body" '"response":' && has "$body" '"prompt_tokens":' && has "$body" '"gen_tokens":4' && has "$body" '"finish_reason":"length"'; then ok "POST /generate"; else fail "POST /generate"; fi
+
+req POST /tokenize '{"content":"Hello world","with_pieces":true}'
+if [ "$code" = 200 ] && has "$body" '"piece":"Hello"'; then ok "POST /tokenize with pieces"; else fail "POST /tokenize with pieces"; fi
+req POST /tokenize '{"content":"Hello world"}'
+ids="$(sed -E 's/.*"tokens":\[([0-9,]*)\].*/\1/' <<<"$body")"
+req POST /detokenize "{\"tokens\":[$ids]}"
+if [ "$code" = 200 ] && has "$body" '"content":"Hello world"'; then ok "POST /detokenize round-trips"; else fail "POST /detokenize round-trips"; fi
+
+# SSE wire format: role delta first, data lines, finish chunk, usage chunk, [DONE] last.
+curl -sN "$url/v1/chat/completions" -d '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":6,"temperature":0,"stream":true,"stream_options":{"include_usage":true},"ignore_eos":true}' >"$tmp/sse"
+first="$(grep -m1 '^data: ' "$tmp/sse")"
+last="$(grep '^data: ' "$tmp/sse" | tail -1)"
+if has "$first" '"delta":{"content":"","role":"assistant"}'; then ok "SSE: role delta first"; else fail "SSE: role delta first"; fi
+if [ "$last" = "data: [DONE]" ]; then ok "SSE: [DONE] last"; else fail "SSE: [DONE] last"; fi
+if [ "$(grep -c '"finish_reason":"length"' "$tmp/sse")" = 1 ]; then ok "SSE: one finish_reason"; else fail "SSE: one finish_reason"; fi
+if grep -q '"choices":\[\],.*"usage":{"completion_tokens":6' "$tmp/sse"; then ok "SSE: usage chunk"; else fail "SSE: usage chunk"; fi
+if [ -z "$(grep -v -e '^data: ' -e '^$' "$tmp/sse")" ]; then ok "SSE: only data lines and blank lines"; else fail "SSE: only data lines and blank lines"; fi
+
+# Errors: always a JSON error object, never a crash.
+req POST /v1/chat/completions '{"messages": [1, 2'
+if is_error 400; then ok "malformed JSON -> 400"; else fail "malformed JSON -> 400"; fi
+req POST /v1/chat/completions "$(printf '{"messages":[{"role":"user","content":"\xc3\x28"}]}')"
+if is_error 400; then ok "invalid UTF-8 -> 400"; else fail "invalid UTF-8 -> 400"; fi
+req POST /v1/chat/completions '{"messages":[{"role":"user","content":5}]}'
+if is_error 400; then ok "wrong type -> 400"; else fail "wrong type -> 400"; fi
+req POST /v1/completions '{"prompt":"x","max_tokens":-3}'
+if is_error 400 && has "$body" '"param":"max_tokens"'; then ok "negative max_tokens -> 400"; else fail "negative max_tokens -> 400"; fi
+req POST /v1/completions '{"prompt":"x","top_p":77}'
+if is_error 400; then ok "absurd top_p -> 400"; else fail "absurd top_p -> 400"; fi
+req POST /v1/completions '{"prompt":"x","n":3}'
+if is_error 400 && has "$body" '"param":"n"'; then ok "n > 1 -> 400"; else fail "n > 1 -> 400"; fi
+req POST /v1/completions "{\"prompt\":\"$(printf 'word %.0s' $(seq 400))\"}"
+if is_error 400 && has "$body" 'the prompt has 40[0-9] tokens but the context is 256 tokens'; then ok "prompt longer than the context -> 400 with both numbers"; else fail "prompt longer than the context -> 400 with both numbers"; fi
+big="$(head -c 70000 /dev/zero | tr '\0' 'a')"
+req POST /v1/completions "{\"prompt\":\"$big\"}"
+if is_error 413; then ok "oversized body -> 413"; else fail "oversized body -> 413"; fi
+req GET /v1/nothing
+if is_error 404; then ok "unknown route -> 404"; else fail "unknown route -> 404"; fi
+req POST /v1/models '{}'
+if [ "${code:0:1}" = 4 ] && has "$body" '"error":{'; then ok "wrong method -> 4xx JSON"; else fail "wrong method -> 4xx JSON"; fi
+req POST /v1/completions '{"prompt":"x","max_tokens":100000,"temperature":0,"ignore_eos":true}'
+if [ "$code" = 200 ] && has "$body" '"finish_reason":"length"' && has "$body" '"total_tokens":256'; then ok "max_tokens capped: finish_reason length, prompt + completion = ctx"; else fail "max_tokens capped: finish_reason length, prompt + completion = ctx"; fi
+if [ "$(curl -s -o /dev/null -w '%{http_code}' "$url/health")" = 200 ]; then ok "still healthy after bad input"; else fail "still healthy after bad input"; fi
+
+req GET /metrics
+for series in 'g4_requests_total{route="/v1/chat/completions",status="200"}' 'g4_errors_total{kind="invalid_request"}' \
+    g4_prompt_tokens_total g4_completion_tokens_total g4_time_to_first_token_seconds_bucket \
+    g4_time_per_output_token_seconds_bucket g4_queue_depth g4_requests_in_flight g4_kv_cache_usage_ratio \
+    g4_kv_cache_bytes process_resident_memory_bytes 'g4_errors_total{kind="payload_too_large"}'; do
+  if has "$body" "$series"; then ok "metrics: $series"; else fail "metrics: $series"; fi
+done
+if grep -qE 'cmpl-[0-9a-f-]+ /v1/completions prompt=[0-9]+ cached=[0-9]+ completion=5 .*ttft=[0-9.]+s decode=[0-9.]+ tok/s finish=length' "$tmp/main.log"; then ok "log: one line per request with id, tokens, TTFT, tok/s"; else fail "log: one line per request with id, tokens, TTFT, tok/s"; fi
+
+# SIGTERM while a stream runs: the stream finishes, new requests are refused, exit code 0.
+curl -sN "$url/v1/completions" -d '{"prompt":"x","max_tokens":120,"temperature":0,"ignore_eos":true,"stream":true}' >"$tmp/drain" &
+cpid=$!
+for _ in $(seq 100); do [ -s "$tmp/drain" ] && break; sleep 0.02; done
+kill -TERM "$pid"
+sleep 0.1
+req GET /health
+if [ "$code" = 503 ] && has "$body" '"status":"draining"'; then ok "draining: /health 503 draining"; else fail "draining: /health 503 draining"; fi
+req POST /v1/completions '{"prompt":"x","max_tokens":1}'
+if is_error 503; then ok "draining: new requests 503"; else fail "draining: new requests 503"; fi
+wait "$cpid"
+if [ "$(grep '^data: ' "$tmp/drain" | tail -1)" = "data: [DONE]" ] && grep -q '"finish_reason":"length"' "$tmp/drain"; then ok "draining: the in-flight stream completed"; else fail "draining: the in-flight stream completed"; fi
+wait "$pid"; rc=$?
+if [ "$rc" = 0 ]; then ok "draining: exit code 0"; else fail "draining: exit code 0"; fi
+
+echo "curl tests: $passed/$((passed + failed)) passed"
+[ "$failed" = 0 ]
