@@ -14,7 +14,8 @@ SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 packages=(build-essential cmake pkg-config git ca-certificates nodejs npm
   nlohmann-json3-dev libsimdjson-dev libcli11-dev libcpp-httplib-dev libhwy-dev
-  libgtest-dev libgmock-dev libbenchmark-dev clang-format curl)
+  libgtest-dev libgmock-dev libbenchmark-dev clang-format curl
+  clang libclang-rt-14-dev)  # clang + its sanitizer/libFuzzer runtimes: tools/fuzz.sh
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -68,7 +68,7 @@ class Model {
     double theta;
     std::vector<double> inv_freq;
   };
-  void ComputePle(const std::vector<BatchRow>& rows, Activations& act);
+  Status ComputePle(const std::vector<BatchRow>& rows, Activations& act);
   void Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Activations& act);
 
   std::string dir_;
