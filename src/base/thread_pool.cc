@@ -38,8 +38,11 @@ void ThreadPool::WorkerLoop(int thread_index) {
   for (;;) {
     // Spin for a short while: the next job usually follows within microseconds.
     auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+    // Yield while spinning: on an oversubscribed machine a pure spin starves the threads that
+    // would post the next job.
     while (generation_.load(std::memory_order_acquire) == seen &&
            std::chrono::steady_clock::now() < spin_until) {
+      std::this_thread::yield();
     }
     {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -69,8 +72,7 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const std::function<void(int64_t, 
   }
   wake_.notify_all();
   RunTasks(0);
-  while (busy_.load(std::memory_order_acquire) != 0) {
-  }
+  while (busy_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   job_ = nullptr;
 }
 

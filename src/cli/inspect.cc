@@ -7,6 +7,10 @@
 #include "model/arch/gemma4.h"
 #include "model/plan.h"
 #include "model/weights.h"
+#include "base/mapped_file.h"
+#include "parallel/rank_plan.h"
+#include "runtime/kv_cache.h"
+#include "tokenizer/chat_gemma4.h"
 
 namespace g4::cli {
 namespace {
@@ -23,18 +27,49 @@ std::string GiB(double bytes) {
   return buf;
 }
 
+// The capacity plan per rank: what `g4 run --tp N` loads, from the real parameter shapes.
+void PrintRanks(const ModelPlan& full, int tp, int ctx) {
+  const int chunk = 64;
+  int sharded = 0, replicated = 0;
+  auto r0 = BuildRankPlan(full, 0, tp);
+  for (int layer : full.kv_owners)
+    (KvReplicated(full.layers[layer], r0->layers[layer]) ? replicated : sharded)++;
+  std::printf("\ntensor parallel --tp %d: query heads and MLP split; K/V split on %d owner layers, "
+              "replicated on %d (KV heads not divisible by %d); LM head split by vocabulary\n",
+              tp, sharded, replicated, tp);
+  std::printf("rank  q_heads/layer  weights (bf16)  norms     mapped (PLE+lookup)  KV B/token  KV @ctx %-6d  resident total\n", ctx);
+  double sum = 0;
+  for (int r = 0; r < tp; ++r) {
+    auto p = BuildRankPlan(full, r, tp);
+    const RankMemory m = EstimateRankMemory(*p);
+    const double kv = static_cast<double>(KvCache::BytesFor(*p, ctx, chunk));
+    const double total = m.matrix_bytes + m.vector_bytes + kv;
+    sum += total;
+    std::printf("%4d  %13d  %14s  %8s  %19s  %10s  %14s  %s\n", r, p->layers[0].n_heads_q,
+                GiB(m.matrix_bytes).c_str(), GiB(m.vector_bytes).c_str(), GiB(m.mapped_bytes).c_str(),
+                Commas(m.kv_bytes_per_token).c_str(), GiB(kv).c_str(), GiB(total).c_str());
+  }
+  const RankMemory one = EstimateRankMemory(full);
+  const double one_total = one.matrix_bytes + one.vector_bytes + KvCache::BytesFor(full, ctx, chunk);
+  std::printf("all ranks: %s resident (tp 1: %s); the mapped tables are shared through the page cache\n",
+              GiB(sum).c_str(), GiB(one_total).c_str());
+}
+
 int RunInspect(int argc, char** argv) {
   CLI::App app{"Print the layer plan, parameter counts, KV bytes per token and memory needs", "g4 inspect"};
   std::string model_dir = DefaultModelPath();
-  int ctx = 4096;
+  int ctx = 4096, tp = 1;
   app.add_option("--model", model_dir, "model directory (Hugging Face layout)");
   app.add_option("--ctx", ctx, "context length to size the KV cache for");
+  app.add_option("--tp", tp, "also show what each of N tensor-parallel ranks holds");
   CLI11_PARSE(app, argc, argv);
 
   auto config = LoadModelConfig(model_dir);
   if (!config.ok()) return Fail("inspect", config.status());
   auto plan = BuildGemma4Plan(*config);
   if (!plan.ok()) return Fail("inspect", plan.status());
+  // Unsupported rank counts fail up front, before any output.
+  if (Status st = CheckTensorParallel(*plan, tp); !st.ok()) return Fail("inspect", st);
   const ModelConfig& c = plan->config;
   std::printf("model: %s (model_type %s, text %s)\n", model_dir.c_str(), c.model_type.c_str(),
               c.text_model_type.c_str());
@@ -48,7 +83,16 @@ int RunInspect(int argc, char** argv) {
     std::printf("; suppressed:");
     for (int id : c.suppress_tokens) std::printf(" %d", id);
   }
-  std::printf("\n\n%s\n", FormatPlan(*plan).c_str());
+  std::printf("\n");
+  if (auto tmpl = ReadFileToString(model_dir + "/chat_template.jinja"); tmpl.ok()) {
+    ChatTemplateInfo info = DetectChatTemplate(*tmpl);
+    std::printf("chat template: %s%s (%s)\n", info.revision.c_str(), info.known ? "" : " [unknown]",
+                info.features_found.c_str());
+    if (!info.known) std::printf("warning: %s\n", info.warning.c_str());
+  } else {
+    std::printf("chat template: none shipped (chat_template.jinja absent); g4 uses its built-in Gemma-4 format\n");
+  }
+  std::printf("\n%s\n", FormatPlan(*plan).c_str());
 
   ParameterCounts p = CountParameters(*plan);
   std::printf("parameters (text decoder, as stored):\n");
@@ -72,6 +116,7 @@ int RunInspect(int argc, char** argv) {
               plan->kv_owners.size(), plan->n_layers(), Commas(kv_full).c_str(), Commas(kv_sliding).c_str());
   std::printf("memory for --ctx %d: weights resident %s (bf16) + PLE table mapped %s + KV %s\n", ctx,
               GiB((p.effective) * 2.0).c_str(), GiB(p.ple_table * 2.0).c_str(), GiB(kv_bytes).c_str());
+  if (tp > 1) PrintRanks(*plan, tp, ctx);
   return 0;
 }
 

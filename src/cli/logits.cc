@@ -6,6 +6,7 @@
 #include "cli/command.h"
 #include "io/npy.h"
 #include "model/forward.h"
+#include "parallel/tensor_parallel.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 
@@ -15,12 +16,14 @@ namespace {
 int RunLogits(int argc, char** argv) {
   CLI::App app{"Teacher-forced logits after softcap, float32 [n, vocab] in NumPy .npy format", "g4 logits"};
   std::string model_dir = DefaultModelPath(), ids_text, out;
-  int threads = 0, chunk = 64;
+  int threads = 0, chunk = 64, tp = 0;
   app.add_option("--model", model_dir, "model directory (Hugging Face layout)");
   app.add_option("--ids", ids_text, "comma-separated token ids")->required();
   app.add_option("--out", out, "output .npy file")->required();
   app.add_option("--threads", threads, "threads (0 = all cores)");
   app.add_option("--chunk", chunk, "prefill chunk size");
+  app.add_option("--tp", tp, "tensor-parallel ranks: threads in this process, or one per process "
+                 "under mpirun (default: 1, or mpirun's -np)");
   CLI11_PARSE(app, argc, argv);
 
   auto ids = ParseIdList(ids_text);
@@ -28,17 +31,21 @@ int RunLogits(int argc, char** argv) {
   if (ids->empty()) return Fail("logits", Status::Error("--ids is empty"));
   ModelOptions options;
   options.threads = threads;
-  auto model = Model::Load(model_dir, options);
-  if (!model.ok()) return Fail("logits", model.status());
-  const ModelPlan& plan = (*model)->plan();
-  KvCache cache(plan, static_cast<int>(ids->size()), std::max(1, chunk));
-  Activations act;
-  auto logits = Prefill(**model, cache, *ids, chunk, /*all_rows=*/true, act);
-  if (!logits.ok()) return Fail("logits", logits.status());
-  ApplySoftcapInPlace(logits->data(), static_cast<int>(logits->size()), static_cast<float>(plan.softcap));
-  Status st = WriteNpyF32(out, {static_cast<int64_t>(ids->size()), plan.vocab}, logits->data());
-  if (!st.ok()) return Fail("logits", st);
-  std::fprintf(stderr, "g4 logits: wrote [%zu, %d] to %s\n", ids->size(), plan.vocab, out.c_str());
+  const bool output_process = IsOutputProcess();
+  Status st = RunTensorParallel(tp, [&](Communicator* comm) -> Status {
+    const bool output_rank = IsOutputRank(comm);
+    G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadRankModel(model_dir, options, comm));
+    const ModelPlan& plan = model->plan();
+    KvCache cache(plan, static_cast<int>(ids->size()), std::max(1, chunk));
+    Activations act;
+    G4_ASSIGN_OR_RETURN(std::vector<float> logits, Prefill(*model, cache, *ids, chunk, /*all_rows=*/true, act));
+    if (!output_rank) return OkStatus();
+    ApplySoftcapInPlace(logits.data(), static_cast<int>(logits.size()), static_cast<float>(plan.softcap));
+    G4_RETURN_IF_ERROR(WriteNpyF32(out, {static_cast<int64_t>(ids->size()), plan.vocab}, logits.data()));
+    std::fprintf(stderr, "g4 logits: wrote [%zu, %d] to %s\n", ids->size(), plan.vocab, out.c_str());
+    return OkStatus();
+  });
+  if (!st.ok()) return output_process ? Fail("logits", st) : 1;
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #include "cli/cli_util.h"
 #include "cli/command.h"
 #include "model/forward.h"
+#include "parallel/tensor_parallel.h"
 #include "runtime/generate.h"
 #include "tokenizer/chat_gemma4.h"
 #include "tokenizer/tokenizer.h"
@@ -17,7 +18,7 @@ namespace {
 int RunRun(int argc, char** argv) {
   CLI::App app{"Generate text with one sequence", "g4 run"};
   std::string model_dir = DefaultModelPath(), ids_text, prompt_text;
-  int n = 32, threads = 0, chunk = 64, ctx = 0;
+  int n = 32, threads = 0, chunk = 64, ctx = 0, tp = 0;
   float temperature = 0, top_p = 1;
   int top_k = 0;
   int64_t seed = -1;
@@ -33,7 +34,9 @@ int RunRun(int argc, char** argv) {
   app.add_option("--top-k", top_k, "top-k sampling (0 = off)");
   app.add_option("--top-p", top_p, "nucleus sampling");
   app.add_option("--seed", seed, "sampling seed");
-  app.add_option("--threads", threads, "threads (0 = all cores)");
+  app.add_option("--threads", threads, "threads per rank (0 = all cores, shared among the ranks)");
+  app.add_option("--tp", tp, "tensor-parallel ranks: threads in this process, or one per process "
+                 "under mpirun (default: 1, or mpirun's -np)");
   app.add_option("--chunk", chunk, "prefill chunk size");
   app.add_option("--ctx", ctx, "context size (0 = prompt + n)");
   app.add_flag("--ignore-eos", ignore_eos, "do not stop at end-of-sequence tokens");
@@ -62,59 +65,72 @@ int RunRun(int argc, char** argv) {
 
   ModelOptions options;
   options.threads = threads;
-  auto model = Model::Load(model_dir, options);
-  if (!model.ok()) return Fail("run", model.status());
-  const ModelPlan& plan = (*model)->plan();
-  for (int id : *prompt)
-    if (id >= plan.vocab) return Fail("run", Status::Errorf("token id ", id, " is outside the vocabulary of ", plan.vocab));
-  const int context = ctx > 0 ? ctx : static_cast<int>(prompt->size()) + n;
-  if (plan.config.max_position_embeddings > 0 && context > plan.config.max_position_embeddings)
-    return Fail("run", Status::Errorf("context ", context, " exceeds the model's max_position_embeddings ",
-                                      plan.config.max_position_embeddings));
-  KvCache cache(plan, context, chunk);
-  GenerateOptions gen;
-  gen.max_new_tokens = n;
-  gen.ignore_eos = ignore_eos;
-  gen.stop_ids = plan.config.eos_token_ids;
-  gen.prefill_chunk = chunk;
-  gen.sampling.temperature = temperature;
-  gen.sampling.top_k = top_k;
-  gen.sampling.top_p = top_p;
-  gen.sampling.suppress_tokens = plan.config.suppress_tokens;
-  if (seed >= 0) {
-    gen.sampling.seed = static_cast<uint64_t>(seed);
-    gen.sampling.has_seed = true;
-  }
-  IncrementalDecoder decoder(**tokenizer, /*skip_special=*/false);
-  std::string text;
-  auto is_stop = [&](int token) {
-    return !ignore_eos && std::find(gen.stop_ids.begin(), gen.stop_ids.end(), token) != gen.stop_ids.end();
-  };
-  if (!json_out && !prompt_text.empty() && !chat) std::printf("%s", prompt_text.c_str());
-  auto result = Generate(**model, cache, *prompt, gen, [&](int token) {
-    if (is_stop(token)) return true;  // the stop token itself is not part of the text
-    std::string piece = decoder.Add(token);
-    text += piece;
-    if (!json_out) {
-      std::printf("%s", piece.c_str());
-      std::fflush(stdout);
+  const bool output_process = IsOutputProcess();
+  Status st = RunTensorParallel(tp, [&](Communicator* comm) -> Status {
+    // Every rank runs the same steps on its share; only rank 0 writes.
+    const bool output_rank = IsOutputRank(comm);
+    G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadRankModel(model_dir, options, comm));
+    const ModelPlan& plan = model->plan();
+    for (int id : *prompt)
+      if (id >= plan.vocab) return Status::Errorf("token id ", id, " is outside the vocabulary of ", plan.vocab);
+    const int context = ctx > 0 ? ctx : static_cast<int>(prompt->size()) + n;
+    if (plan.config.max_position_embeddings > 0 && context > plan.config.max_position_embeddings)
+      return Status::Errorf("context ", context, " exceeds the model's max_position_embeddings ",
+                            plan.config.max_position_embeddings);
+    KvCache cache(plan, context, chunk);
+    GenerateOptions gen;
+    gen.max_new_tokens = n;
+    gen.ignore_eos = ignore_eos;
+    gen.stop_ids = plan.config.eos_token_ids;
+    gen.prefill_chunk = chunk;
+    gen.sampling.temperature = temperature;
+    gen.sampling.top_k = top_k;
+    gen.sampling.top_p = top_p;
+    gen.sampling.suppress_tokens = plan.config.suppress_tokens;
+    if (seed >= 0) {
+      gen.sampling.seed = static_cast<uint64_t>(seed);
+      gen.sampling.has_seed = true;
     }
-    return true;
+    IncrementalDecoder decoder(**tokenizer, /*skip_special=*/false);
+    std::string text;
+    auto is_stop = [&](int token) {
+      return !ignore_eos && std::find(gen.stop_ids.begin(), gen.stop_ids.end(), token) != gen.stop_ids.end();
+    };
+    if (output_rank && !json_out && !prompt_text.empty() && !chat) std::printf("%s", prompt_text.c_str());
+    G4_ASSIGN_OR_RETURN(GenerateResult result, Generate(*model, cache, *prompt, gen, [&](int token) {
+      if (!output_rank || is_stop(token)) return true;  // the stop token itself is not part of the text
+      std::string piece = decoder.Add(token);
+      text += piece;
+      if (!json_out) {
+        std::printf("%s", piece.c_str());
+        std::fflush(stdout);
+      }
+      return true;
+    }));
+    if (!output_rank) return OkStatus();
+    std::string tail = decoder.Flush();
+    text += tail;
+    if (json_out) {
+      nlohmann::json j = {{"ids", result.tokens}, {"text", text}, {"finish_reason", result.finish_reason},
+                          {"prompt_tokens", result.prompt_tokens}};
+      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    } else {
+      std::printf("%s\n", tail.c_str());
+    }
+    std::string tp_note;
+    if (comm) {
+      const CommStats& cs = comm->stats();
+      const size_t steps = result.prompt_tokens + result.tokens.size();
+      tp_note = ", tp " + std::to_string(comm->size()) + ": " + std::to_string(cs.calls) + " collectives, " +
+                std::to_string(cs.seconds * 1e3 / std::max<size_t>(1, steps)) + " ms/token in them";
+    }
+    std::fprintf(stderr, "[%d prompt tokens, %zu generated, prefill %.3f s, decode %.2f tok/s, %s%s]\n",
+                 result.prompt_tokens, result.tokens.size(), result.prefill_seconds,
+                 result.tokens.size() > 1 ? (result.tokens.size() - 1) / std::max(1e-9, result.decode_seconds) : 0.0,
+                 result.finish_reason.c_str(), tp_note.c_str());
+    return OkStatus();
   });
-  if (!result.ok()) return Fail("run", result.status());
-  std::string tail = decoder.Flush();
-  text += tail;
-  if (json_out) {
-    nlohmann::json j = {{"ids", result->tokens}, {"text", text}, {"finish_reason", result->finish_reason},
-                        {"prompt_tokens", result->prompt_tokens}};
-    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-  } else {
-    std::printf("%s\n", tail.c_str());
-  }
-  std::fprintf(stderr, "[%d prompt tokens, %zu generated, prefill %.3f s, decode %.2f tok/s, %s]\n",
-               result->prompt_tokens, result->tokens.size(), result->prefill_seconds,
-               result->tokens.size() > 1 ? (result->tokens.size() - 1) / std::max(1e-9, result->decode_seconds) : 0.0,
-               result->finish_reason.c_str());
+  if (!st.ok()) return output_process ? Fail("run", st) : 1;
   return 0;
 }
 

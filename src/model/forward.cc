@@ -41,10 +41,15 @@ void Activations::Reserve(const ModelPlan& plan, int rows, int n_rope_configs, i
 Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOptions& options) {
   G4_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   G4_ASSIGN_OR_RETURN(ModelPlan plan, BuildGemma4Plan(config));
+  return LoadShare(dir, plan, plan, options);
+}
+
+Result<std::unique_ptr<Model>> Model::LoadShare(const std::string& dir, const ModelPlan& full,
+                                                ModelPlan plan, const ModelOptions& options) {
   auto model = std::unique_ptr<Model>(new Model());
   model->dir_ = dir;
   model->plan_ = std::move(plan);
-  G4_ASSIGN_OR_RETURN(model->weights_, LoadWeights(model->plan_, dir, options.load));
+  G4_ASSIGN_OR_RETURN(model->weights_, LoadRankWeights(full, model->plan_, dir, options.load));
   model->pool_ = std::make_unique<ThreadPool>(options.threads);
   // One cos/sin table per distinct (head_dim, rotated pairs, theta): sliding and full.
   for (const LayerPlan& lp : model->plan_.layers) {
@@ -67,6 +72,58 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOp
     model->max_rope_pairs_ = std::max(model->max_rope_pairs_, lp.rope_pairs);
   }
   return model;
+}
+
+namespace {
+
+// Row `row` of a mapped [rows, cols] table in bf16/f16/f32, widened to fp32.
+void MappedRowToF32(const uint8_t* table, DType dtype, int64_t row, int cols, float* out) {
+  const uint8_t* src = table + static_cast<size_t>(row) * cols * DTypeSize(dtype);
+  for (int c = 0; c < cols; ++c) {
+    if (dtype == DType::kF32) {
+      std::memcpy(&out[c], src + c * 4, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, src + c * 2, 2);
+      out[c] = dtype == DType::kBF16 ? Bf16ToF32(h) : F16ToF32(h);
+    }
+  }
+}
+
+}  // namespace
+
+// §3.4 The tied LM head over m normed rows (act.logits_in) into logits[m, vocab]. Under tensor
+// parallelism each rank multiplies its vocabulary block and the blocks are all-gathered, or rank 0
+// does the whole head and broadcasts (LmHeadPlacement).
+void Model::LmHead(int m, Activations& act, float* logits) {
+  const ModelWeights& w = *weights_;
+  const int V = plan_.vocab;
+  if (!comm_ || plan_.tp_size == 1) {
+    MatMul(w.embed, act.logits_in.data(), m, logits, *pool_);
+    return;
+  }
+  if (plan_.lm_head == LmHeadPlacement::kRank0) {
+    if (comm_->rank() == 0) MatMul(w.embed, act.logits_in.data(), m, logits, *pool_);
+    comm_->Broadcast(logits, sizeof(float) * static_cast<size_t>(m) * V, 0);
+    return;
+  }
+  // Uniform blocks for the gather: the last rank's may be short, its tail is padding.
+  const size_t block = plan_.lm_head_block(), rows = plan_.lm_head_end() - plan_.lm_head_begin();
+  const size_t S = comm_->size();
+  act.logits_block.resize(static_cast<size_t>(m) * block);
+  act.logits_gathered.resize(S * m * block);
+  if (rows > 0) MatMul(w.embed, act.logits_in.data(), m, act.logits_block.data(), *pool_);
+  // MatMul wrote [m, rows]; spread it to [m, block] (backwards, so nothing is overwritten early).
+  if (rows != block)
+    for (int i = m - 1; i >= 0; --i)
+      std::memmove(act.logits_block.data() + i * block, act.logits_block.data() + i * rows, rows * sizeof(float));
+  comm_->AllGather(act.logits_block.data(), static_cast<size_t>(m) * block, act.logits_gathered.data());
+  for (size_t r = 0; r < S; ++r) {
+    const size_t begin = r * block, count = std::min(block, V - std::min<size_t>(V, begin));
+    for (int i = 0; i < m; ++i)
+      std::memcpy(logits + static_cast<size_t>(i) * V + begin,
+                  act.logits_gathered.data() + (r * m + i) * block, count * sizeof(float));
+  }
 }
 
 // §3.2: per-layer inputs p_i for every row, [n, L*P].
@@ -159,6 +216,9 @@ void Model::Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Ac
 Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float* logits) {
   const int n = static_cast<int>(rows.size());
   if (n == 0) return OkStatus();
+  if (plan_.tp_size > 1 && (!comm_ || comm_->size() != plan_.tp_size))
+    return Status::Errorf("Forward: this model is rank ", plan_.tp_rank, " of ", plan_.tp_size,
+                          " and needs a communicator of that size (set_communicator)");
   // Validate before touching any cache: rows of one cache are consecutive from its n_past.
   std::map<KvCache*, std::pair<int64_t, int>> next;  // cache -> (next position, rows so far)
   for (int r = 0; r < n; ++r) {
@@ -185,10 +245,16 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
   act.Reserve(plan_, n, n_rope, max_rope_pairs_);
   float* x = act.x.data();
 
-  // §3.1 Token embedding, scaled by sqrt(H) rounded to the weight dtype.
+  // §3.1 Token embedding, scaled by sqrt(H) rounded to the weight dtype. Under tensor
+  // parallelism every rank looks the row up itself (from the mapped table when its LM head is
+  // only a vocabulary block): one row per token, cheaper than waiting for a broadcast.
   for (int r = 0; r < n; ++r) {
     float* xr = x + static_cast<size_t>(r) * H;
-    DequantizeRow(w.embed, rows[r].token, xr);
+    if (w.embed_table) {
+      MappedRowToF32(w.embed_table, w.embed_table_dtype, rows[r].token, H, xr);
+    } else {
+      DequantizeRow(w.embed, rows[r].token, xr);
+    }
     for (int i = 0; i < H; ++i) xr[i] *= w.embed_scale;
   }
   // §3.2 Per-layer embeddings.
@@ -296,7 +362,7 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
     if (rows[r].want_logits)
       RmsNorm(x + static_cast<size_t>(r) * H, w.final_norm.data(), H, eps,
               act.logits_in.data() + static_cast<size_t>(m++) * H);
-  if (m > 0) MatMul(w.embed, act.logits_in.data(), m, logits, *pool_);
+  if (m > 0) LmHead(m, act, logits);
 
   for (const auto& [cache, state] : next) cache->set_n_past(state.first);
   return OkStatus();

@@ -30,6 +30,7 @@ struct Activations {
   std::vector<float> x, normed, q, k, v, attn, proj, gate, up, ple_inputs, ple_gate, ple_out;
   std::vector<float> rope_cos, rope_sin;  // [n_rope_configs][rows][max_pairs]
   std::vector<float> logits_in;
+  std::vector<float> logits_block, logits_gathered;  // tensor parallel: this rank's vocab block, all blocks
   void Reserve(const ModelPlan& plan, int rows, int n_rope_configs, int max_pairs);
 };
 
@@ -42,6 +43,10 @@ class Model {
  public:
   // Loads DIR (config.json, generation_config.json, safetensors).
   static Result<std::unique_ptr<Model>> Load(const std::string& dir, const ModelOptions& options = {});
+  // Loads the share of DIR that `plan` describes (tensor parallel: one rank's plan from
+  // parallel/rank_plan.h, `full` the unsharded plan its tensors are checked against).
+  static Result<std::unique_ptr<Model>> LoadShare(const std::string& dir, const ModelPlan& full,
+                                                  ModelPlan plan, const ModelOptions& options = {});
 
   const ModelPlan& plan() const { return plan_; }
   const ModelWeights& weights() const { return *weights_; }
@@ -55,8 +60,11 @@ class Model {
   Status Forward(const std::vector<BatchRow>& rows, Activations& act, float* logits);
 
   // Tensor parallelism: this model holds one rank's slices (its plan has the rank's heads and
-  // widths); partial sums of o_proj and down_proj are all-reduced through `comm`.
+  // widths); partial sums of o_proj and down_proj are all-reduced through `comm`, and the LM
+  // head's vocabulary blocks are gathered (or broadcast from rank 0), so every rank gets the
+  // same full logits. Every rank must call Forward with the same rows.
   void set_communicator(Communicator* comm) { comm_ = comm; }
+  Communicator* communicator() const { return comm_; }
 
   // For tests: disables the layer_scalar multiply (proves the tests notice its absence).
   void set_skip_layer_scalar(bool skip) { skip_layer_scalar_ = skip; }
@@ -70,6 +78,7 @@ class Model {
   };
   Status ComputePle(const std::vector<BatchRow>& rows, Activations& act);
   void Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Activations& act);
+  void LmHead(int m, Activations& act, float* logits);
 
   std::string dir_;
   ModelPlan plan_;

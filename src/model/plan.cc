@@ -25,6 +25,15 @@ int ModelPlan::max_mlp_width() const {
   for (const auto& l : layers) m = std::max(m, l.mlp_width);
   return m;
 }
+int ModelPlan::lm_head_begin() const {
+  if (tp_size == 1 || lm_head == LmHeadPlacement::kRank0) return 0;
+  return std::min(vocab, tp_rank * lm_head_block());
+}
+int ModelPlan::lm_head_end() const {
+  if (tp_size == 1) return vocab;
+  if (lm_head == LmHeadPlacement::kRank0) return tp_rank == 0 ? vocab : 0;
+  return std::min(vocab, (tp_rank + 1) * lm_head_block());
+}
 int64_t ModelPlan::kv_bytes_per_token(int owner_layer, int element_bytes) const {
   return 2LL * layers[owner_layer].kv_dim() * element_bytes;
 }

@@ -14,6 +14,12 @@ namespace g4 {
 
 enum class AttentionKind { kSliding, kFull };
 
+// Where the tied LM head lives under tensor parallelism (parallel/rank_plan.h).
+enum class LmHeadPlacement {
+  kSplitVocab,  // rank r holds a contiguous block of vocabulary rows; logits are all-gathered
+  kRank0,       // rank 0 holds every row and broadcasts the logits; the other ranks hold none
+};
+
 struct LayerPlan {
   int index = 0;
   AttentionKind kind = AttentionKind::kSliding;
@@ -32,7 +38,8 @@ struct LayerPlan {
   bool k_eq_v = false; // no v_proj: V comes from the raw k_proj output (spec §5)
   double rope_theta = 10000.0;
   int rope_pairs = 0;  // pairs (j, j + head_dim/2) for j < rope_pairs rotate; the rest pass through
-  int mlp_width = 0;
+  int mlp_width = 0;   // gate/up rows (down columns) held here
+  int mlp_offset = 0;  // first of them in the checkpoint's [intermediate] axis (tensor parallel)
   int ple_offset = -1; // first column of this layer's slice of the per-layer inputs; -1 = no PLE
 
   bool owns_kv() const { return kv_source == index; }
@@ -51,6 +58,17 @@ struct ModelPlan {
   double softcap = 0.0;
   double rms_norm_eps = 1e-6;
   std::vector<int> kv_owners;  // layer indices that own a cache, in order of kv_slot
+
+  // Tensor parallelism (parallel/rank_plan.h): this plan is rank tp_rank's share of tp_size.
+  // Layer fields above are then the rank's heads and widths; `vocab` stays the full vocabulary
+  // (token ids and gathered logits), the LM head rows held here are [lm_head_begin, lm_head_end).
+  int tp_rank = 0;
+  int tp_size = 1;
+  LmHeadPlacement lm_head = LmHeadPlacement::kSplitVocab;
+  // Vocabulary rows per rank when split: ceil(vocab / tp_size); the last block may be short.
+  int lm_head_block() const { return tp_size == 1 ? vocab : (vocab + tp_size - 1) / tp_size; }
+  int lm_head_begin() const;
+  int lm_head_end() const;
 
   int n_layers() const { return static_cast<int>(layers.size()); }
   int max_q_dim() const;

@@ -10,6 +10,24 @@ namespace g4 {
 
 namespace {
 
+float ElementToF32(const uint8_t* data, DType dtype, int64_t i) {
+  if (dtype == DType::kBF16 || dtype == DType::kF16) {
+    uint16_t h;
+    std::memcpy(&h, data + i * 2, 2);
+    return dtype == DType::kBF16 ? Bf16ToF32(h) : F16ToF32(h);
+  }
+  float v;
+  std::memcpy(&v, data + i * 4, 4);
+  return v;
+}
+
+// Rows [row_begin, row_begin + n_rows) and columns [col_begin, col_begin + n_cols) of a
+// [rows, cols] tensor; the whole tensor by default (tensor parallel slices, rank_plan.h).
+struct Slice {
+  int row_begin = 0, n_rows = -1;
+  int col_begin = 0, n_cols = -1;
+};
+
 class Binder {
  public:
   Binder(const TensorStore& store, std::string prefix, ModelWeights* w)
@@ -38,8 +56,29 @@ class Binder {
     return OkStatus();
   }
 
-  Status Matrix(const std::string& name, int rows, int cols, WeightMatrix* out) {
+  Status Matrix(const std::string& name, int rows, int cols, WeightMatrix* out, Slice slice = {}) {
     G4_ASSIGN_OR_RETURN(const TensorView* t, Find(name, {rows, cols}));
+    if (slice.n_rows < 0) slice.n_rows = rows - slice.row_begin;
+    if (slice.n_cols < 0) slice.n_cols = cols - slice.col_begin;
+    if (slice.row_begin < 0 || slice.row_begin + slice.n_rows > rows || slice.col_begin < 0 ||
+        slice.col_begin + slice.n_cols > cols)
+      return Status::Errorf(*t->file, ": tensor ", prefix_, name, ": slice rows [", slice.row_begin, ", ",
+                            slice.row_begin + slice.n_rows, ") cols [", slice.col_begin, ", ",
+                            slice.col_begin + slice.n_cols, ") is outside ", t->ShapeString());
+    const size_t esize = DTypeSize(t->dtype);
+    // A row block is contiguous in the mapped file; a column block is gathered row by row.
+    const uint8_t* src = t->data + static_cast<size_t>(slice.row_begin) * cols * esize;
+    std::vector<uint8_t> gathered;
+    if (slice.n_cols != cols) {
+      const size_t row_bytes = static_cast<size_t>(slice.n_cols) * esize;
+      gathered.resize(static_cast<size_t>(slice.n_rows) * row_bytes);
+      for (int r = 0; r < slice.n_rows; ++r)
+        std::memcpy(gathered.data() + r * row_bytes,
+                    src + (static_cast<size_t>(r) * cols + slice.col_begin) * esize, row_bytes);
+      src = gathered.data();
+    }
+    rows = slice.n_rows;
+    cols = slice.n_cols;
     const int64_t n = static_cast<int64_t>(rows) * cols;
     out->rows = rows;
     out->cols = cols;
@@ -47,13 +86,13 @@ class Binder {
       out->type = WeightType::kBF16;
       out->bytes = n * 2;
       auto buf = Allocate(out->bytes);
-      std::memcpy(buf, t->data, out->bytes);
+      std::memcpy(buf, src, out->bytes);
       out->data = buf;
     } else {
       out->type = WeightType::kF32;
       out->bytes = n * 4;
       float* buf = reinterpret_cast<float*>(Allocate(out->bytes));
-      for (int64_t i = 0; i < n; ++i) buf[i] = static_cast<float>(t->ValueAt(i));
+      for (int64_t i = 0; i < n; ++i) buf[i] = ElementToF32(src, t->dtype, i);
       out->data = buf;
     }
     return OkStatus();
@@ -80,7 +119,14 @@ float RoundToDType(double v, DType dtype) {
 }  // namespace
 
 Result<std::unique_ptr<ModelWeights>> LoadWeights(const ModelPlan& plan, const std::string& dir,
-                                                  const LoadOptions&) {
+                                                  const LoadOptions& options) {
+  return LoadRankWeights(plan, plan, dir, options);
+}
+
+Result<std::unique_ptr<ModelWeights>> LoadRankWeights(const ModelPlan& full, const ModelPlan& plan,
+                                                      const std::string& dir, const LoadOptions&) {
+  if (full.n_layers() != plan.n_layers())
+    return Status::Errorf("rank plan has ", plan.n_layers(), " layers, the model ", full.n_layers());
   auto w = std::make_unique<ModelWeights>();
   G4_ASSIGN_OR_RETURN(w->store, TensorStore::OpenDir(dir));
   for (const char* prefix : {"model.language_model.", "model.", ""}) {
@@ -95,8 +141,20 @@ Result<std::unique_ptr<ModelWeights>> LoadWeights(const ModelPlan& plan, const s
   Binder b(*w->store, w->tensor_prefix, w.get());
   const int H = plan.hidden, V = plan.vocab, L = plan.n_layers(), P = plan.ple_dim;
 
-  G4_RETURN_IF_ERROR(b.Matrix("embed_tokens.weight", V, H, &w->embed));
-  const DType embed_dtype = w->store->Find(w->tensor_prefix + "embed_tokens.weight")->dtype;
+  const int head_begin = plan.lm_head_begin(), head_rows = plan.lm_head_end() - plan.lm_head_begin();
+  if (head_rows > 0)
+    G4_RETURN_IF_ERROR(b.Matrix("embed_tokens.weight", V, H, &w->embed, {.row_begin = head_begin, .n_rows = head_rows}));
+  const TensorView* embed_view = w->store->Find(w->tensor_prefix + "embed_tokens.weight");
+  const DType embed_dtype = embed_view->dtype;
+  if (head_rows != V) {
+    // This rank's LM head is a vocabulary block; input tokens may be anywhere in the vocabulary.
+    if (embed_view->shape != std::vector<int64_t>{V, H})
+      return Status::Errorf(*embed_view->file, ": tensor embed_tokens.weight has shape ",
+                            embed_view->ShapeString(), ", expected [", V, ", ", H, "]");
+    w->embed_table = embed_view->data;
+    w->embed_table_dtype = embed_dtype;
+    w->mapped_bytes += static_cast<int64_t>(embed_view->bytes);
+  }
   w->embed_scale = RoundToDType(std::sqrt(static_cast<double>(H)), embed_dtype);
   G4_RETURN_IF_ERROR(b.Vector("norm.weight", H, &w->final_norm));
   if (!plan.config.tie_word_embeddings)
@@ -107,7 +165,7 @@ Result<std::unique_ptr<ModelWeights>> LoadWeights(const ModelPlan& plan, const s
                         b.Find("embed_tokens_per_layer.weight", {V, static_cast<int64_t>(L) * P}));
     w->ple_table = t->data;
     w->ple_dtype = t->dtype;
-    w->mapped_bytes = static_cast<int64_t>(t->bytes);
+    w->mapped_bytes += static_cast<int64_t>(t->bytes);
     for (const auto& f : w->store->files())
       if (&f->path() == t->file) f->mapped().AdviseRandom();
     w->ple_scale = RoundToDType(std::sqrt(static_cast<double>(P)), t->dtype);
@@ -124,23 +182,33 @@ Result<std::unique_ptr<ModelWeights>> LoadWeights(const ModelPlan& plan, const s
     G4_RETURN_IF_ERROR(b.Vector(name("post_attention_layernorm.weight"), H, &lw.post_attention_norm));
     G4_RETURN_IF_ERROR(b.Vector(name("pre_feedforward_layernorm.weight"), H, &lw.pre_feedforward_norm));
     G4_RETURN_IF_ERROR(b.Vector(name("post_feedforward_layernorm.weight"), H, &lw.post_feedforward_norm));
-    G4_RETURN_IF_ERROR(b.Matrix(name("self_attn.q_proj.weight"), lp.q_dim(), H, &lw.q_proj));
-    G4_RETURN_IF_ERROR(b.Vector(name("self_attn.q_norm.weight"), lp.head_dim, &lw.q_norm));
-    G4_RETURN_IF_ERROR(b.Matrix(name("self_attn.o_proj.weight"), H, lp.q_dim(), &lw.o_proj));
+    const LayerPlan& fl = full.layers[i];
+    const int hd = lp.head_dim;
+    // Query heads: q_proj rows and o_proj columns of this plan's heads.
+    const Slice q_rows{.row_begin = lp.q_head_offset * hd, .n_rows = lp.q_dim()};
+    const Slice q_cols{.col_begin = lp.q_head_offset * hd, .n_cols = lp.q_dim()};
+    G4_RETURN_IF_ERROR(b.Matrix(name("self_attn.q_proj.weight"), fl.q_dim(), H, &lw.q_proj, q_rows));
+    G4_RETURN_IF_ERROR(b.Vector(name("self_attn.q_norm.weight"), hd, &lw.q_norm));
+    G4_RETURN_IF_ERROR(b.Matrix(name("self_attn.o_proj.weight"), H, fl.q_dim(), &lw.o_proj, q_cols));
     if (lp.owns_kv()) {
       // Shared layers' stored k_proj/v_proj/k_norm are unused (spec §2.3) and never loaded.
-      G4_RETURN_IF_ERROR(b.Matrix(name("self_attn.k_proj.weight"), lp.kv_dim(), H, &lw.k_proj));
-      G4_RETURN_IF_ERROR(b.Vector(name("self_attn.k_norm.weight"), lp.head_dim, &lw.k_norm));
+      // K/V rows of this plan's KV heads; all of them when the plan replicates K/V.
+      const int kv_begin = lp.n_heads_kv == fl.n_heads_kv ? 0 : lp.kv_head_offset;
+      const Slice kv_rows{.row_begin = kv_begin * hd, .n_rows = lp.kv_dim()};
+      G4_RETURN_IF_ERROR(b.Matrix(name("self_attn.k_proj.weight"), fl.kv_dim(), H, &lw.k_proj, kv_rows));
+      G4_RETURN_IF_ERROR(b.Vector(name("self_attn.k_norm.weight"), hd, &lw.k_norm));
       if (!lp.k_eq_v) {
-        G4_RETURN_IF_ERROR(b.Matrix(name("self_attn.v_proj.weight"), lp.kv_dim(), H, &lw.v_proj));
+        G4_RETURN_IF_ERROR(b.Matrix(name("self_attn.v_proj.weight"), fl.kv_dim(), H, &lw.v_proj, kv_rows));
       } else if (w->store->Find(w->tensor_prefix + name("self_attn.v_proj.weight"))) {
         return Status::Errorf(dir, ": layer ", i, " is a K=V layer (attention_k_eq_v) but the "
                               "checkpoint has self_attn.v_proj.weight: config and tensors disagree");
       }
     }
-    G4_RETURN_IF_ERROR(b.Matrix(name("mlp.gate_proj.weight"), lp.mlp_width, H, &lw.gate_proj));
-    G4_RETURN_IF_ERROR(b.Matrix(name("mlp.up_proj.weight"), lp.mlp_width, H, &lw.up_proj));
-    G4_RETURN_IF_ERROR(b.Matrix(name("mlp.down_proj.weight"), H, lp.mlp_width, &lw.down_proj));
+    const Slice mlp_rows{.row_begin = lp.mlp_offset, .n_rows = lp.mlp_width};
+    const Slice mlp_cols{.col_begin = lp.mlp_offset, .n_cols = lp.mlp_width};
+    G4_RETURN_IF_ERROR(b.Matrix(name("mlp.gate_proj.weight"), fl.mlp_width, H, &lw.gate_proj, mlp_rows));
+    G4_RETURN_IF_ERROR(b.Matrix(name("mlp.up_proj.weight"), fl.mlp_width, H, &lw.up_proj, mlp_rows));
+    G4_RETURN_IF_ERROR(b.Matrix(name("mlp.down_proj.weight"), H, fl.mlp_width, &lw.down_proj, mlp_cols));
     if (P > 0) {
       G4_RETURN_IF_ERROR(b.Matrix(name("per_layer_input_gate.weight"), P, H, &lw.ple_gate));
       G4_RETURN_IF_ERROR(b.Matrix(name("per_layer_projection.weight"), H, P, &lw.ple_projection));

@@ -25,7 +25,12 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  WeightMatrix embed;       // embed_tokens [vocab, H]; also the tied LM head
+  WeightMatrix embed;       // embed_tokens [vocab, H]; also the tied LM head. Under tensor
+                            // parallelism only the plan's LM-head rows [lm_head_begin, end).
+  // Input lookups when `embed` is not the whole table: the checkpoint's [vocab, H] table stays
+  // mapped and one row is read per token (like the PLE table). Null when embed is whole.
+  const uint8_t* embed_table = nullptr;
+  DType embed_table_dtype = DType::kBF16;
   float embed_scale = 1;    // sqrt(H) rounded to the checkpoint dtype, as HF does (spec §3.1)
   std::vector<float> final_norm;
   // Per-layer embeddings (E2B/E4B): the table stays mapped.
@@ -54,6 +59,15 @@ struct LoadOptions {
 // dtypes. Errors name the file, the tensor and expected vs found.
 Result<std::unique_ptr<ModelWeights>> LoadWeights(const ModelPlan& plan, const std::string& dir,
                                                   const LoadOptions& options = {});
+
+// Tensor parallel: binds only the slices `rank` (a plan from parallel/rank_plan.h) holds, read
+// straight from the mapped checkpoint, whose shapes are checked against `full`: q_proj rows and
+// o_proj columns of its query heads, k/v rows of its KV heads (all of them when replicated),
+// gate/up rows and down columns of its MLP block, the LM head's vocabulary rows. No rank copies
+// the whole model.
+Result<std::unique_ptr<ModelWeights>> LoadRankWeights(const ModelPlan& full, const ModelPlan& rank,
+                                                      const std::string& dir,
+                                                      const LoadOptions& options = {});
 
 // Parameter counts for `g4 inspect` (spec §7), derived from the plan.
 struct ParameterCounts {

@@ -45,12 +45,18 @@ Result<GenerateResult> Generate(Model& model, KvCache& cache, const std::vector<
   auto t1 = Clock::now();
   result.finish_reason = "length";
   for (int step = 0; step < options.max_new_tokens; ++step) {
-    const int token = sampler.Sample(logits.data(), result.tokens);
+    int token = sampler.Sample(logits.data(), result.tokens);
+    // Tensor parallel: rank 0's choice is everyone's (an unseeded sampler differs per rank), and
+    // so is its callback's decision to stop, or the other ranks would wait in the next Forward.
+    Communicator* comm = model.communicator();
+    if (comm) comm->Broadcast(&token, sizeof token, 0);
     result.tokens.push_back(token);
     const bool is_stop = !options.ignore_eos && std::find(options.stop_ids.begin(),
                                                           options.stop_ids.end(), token) !=
                                                     options.stop_ids.end();
-    if (on_token && !on_token(token)) {
+    int keep_going = on_token ? on_token(token) : 1;
+    if (comm) comm->Broadcast(&keep_going, sizeof keep_going, 0);
+    if (!keep_going) {
       result.finish_reason = "cancelled";
       break;
     }

@@ -22,6 +22,18 @@ KvCache::KvCache(const ModelPlan& plan, int max_context, int max_chunk)
   bytes_ = 2 * total * sizeof(float);
 }
 
+size_t KvCache::BytesFor(const ModelPlan& plan, int max_context, int max_chunk) {
+  max_context = std::max(1, max_context);
+  max_chunk = std::max(1, max_chunk);
+  size_t total = 0;
+  for (int layer : plan.kv_owners) {
+    const LayerPlan& lp = plan.layers[layer];
+    const int capacity = lp.is_sliding() ? std::min(max_context, lp.window + max_chunk - 1) : max_context;
+    total += static_cast<size_t>(capacity) * lp.kv_dim();
+  }
+  return 2 * total * sizeof(float);
+}
+
 bool KvCache::CanTruncateTo(int64_t n) const {
   if (n >= n_past_) return n == n_past_;
   if (n < 0) return false;

@@ -16,6 +16,8 @@ namespace g4 {
 class KvCache {
  public:
   KvCache(const ModelPlan& plan, int max_context, int max_chunk);
+  // Bytes such a cache allocates, without allocating it (g4 inspect, capacity plans).
+  static size_t BytesFor(const ModelPlan& plan, int max_context, int max_chunk);
 
   int max_context() const { return max_context_; }
   int max_chunk() const { return max_chunk_; }

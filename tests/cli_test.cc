@@ -1,0 +1,121 @@
+// The g4 binary as users run it: run --json, logits .npy, inspect parameter counts, and the
+// errors a user sees for a missing tokenizer or a bad id list.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "base/mapped_file.h"
+#include "io/npy.h"
+#include "model/forward.h"
+#include "model/synth.h"
+#include "runtime/generate.h"
+#include "runtime/sampler.h"
+#include "testing/checkpoints.h"
+
+namespace g4 {
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr
+};
+
+RunResult RunG4(const std::string& args) {
+  const char* bin = std::getenv("G4_BINARY_DIR");
+  std::string cmd = std::string(bin ? bin : G4_BINARY_DIR) + "/g4 " + args + " 2>&1";
+  RunResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+TEST(Cli, RunJsonMatchesTheLibraryAndLogitsWritesNpy) {
+  const std::string dir = TinyCheckpoint("e4b");
+  ASSERT_FALSE(dir.empty());
+  RunResult run = RunG4("run --model " + dir + " --ids 2,9259,1902,236764 -n 12 --ignore-eos --json --threads 1");
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  const size_t brace = run.out.find("{\"");
+  ASSERT_NE(brace, std::string::npos) << run.out;
+  const std::string line = run.out.substr(brace, run.out.find('\n', brace) - brace);
+  nlohmann::json j = nlohmann::json::parse(line);
+  std::vector<int> ids = j["ids"].get<std::vector<int>>();
+  ASSERT_EQ(ids.size(), 12u);
+  EXPECT_TRUE(j["text"].is_string());
+
+  auto model = Model::Load(dir);
+  ASSERT_TRUE(model.ok());
+  KvCache cache((*model)->plan(), 64, 16);
+  GenerateOptions options;
+  options.max_new_tokens = 12;
+  options.ignore_eos = true;
+  auto expected = Generate(**model, cache, {2, 9259, 1902, 236764}, options);
+  ASSERT_TRUE(expected.ok());
+  EXPECT_EQ(ids, expected->tokens);
+
+  const std::string npy = TestTempDir("cli_logits") + "/l.npy";
+  RunResult logits = RunG4("logits --model " + dir + " --ids 2,9259,1902 --out " + npy + " --threads 1");
+  ASSERT_EQ(logits.exit_code, 0) << logits.out;
+  auto arr = ReadNpyF32(npy);
+  ASSERT_TRUE(arr.ok()) << arr.status().message();
+  ASSERT_EQ(arr->shape, (std::vector<int64_t>{3, (*model)->plan().vocab}));
+  KvCache c2((*model)->plan(), 8, 8);
+  Activations act;
+  auto direct = Prefill(**model, c2, {2, 9259, 1902}, 8, true, act);
+  ASSERT_TRUE(direct.ok());
+  ApplySoftcapInPlace(direct->data(), static_cast<int>(direct->size()), 30.0f);
+  for (size_t i = 0; i < direct->size(); i += 997) ASSERT_FLOAT_EQ(arr->data[i], (*direct)[i]) << i;
+  for (float v : arr->data) ASSERT_LE(std::abs(v), 30.0f);  // softcapped
+}
+
+TEST(Cli, InspectPrintsTheRealParameterCounts) {
+  const std::pair<const char*, const char*> presets[] = {
+      {"e2b", "4,647,449,891"}, {"e4b", "7,518,069,034"}, {"12b", "11,907,350,320"}};
+  for (const auto& [preset, total] : presets) {
+    auto spec = SynthPreset(preset, "full");
+    ASSERT_TRUE(spec.ok());
+    const std::string dir = TestTempDir(std::string("inspect_") + preset);
+    std::ofstream(dir + "/config.json") << SynthConfigJson(*spec, {});
+    RunResult r = RunG4("inspect --model " + dir);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_NE(r.out.find(std::string("total              ") + total), std::string::npos) << r.out;
+  }
+}
+
+TEST(Cli, ClearErrorsNotCrashes) {
+  const std::string src = TinyCheckpoint("e2b", {.vocab = 512});
+  const std::string dir = TestTempDir("cli_no_tokenizer");
+  ASSERT_TRUE(CopyCheckpoint(src, dir).ok());
+  std::remove((dir + "/tokenizer.json").c_str());
+  RunResult r = RunG4("run --model " + dir + " --prompt hi -n 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("tokenizer.json is missing"), std::string::npos) << r.out;
+
+  std::ofstream(dir + "/tokenizer.json") << "";
+  r = RunG4("run --model " + dir + " --prompt hi -n 2");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+
+  r = RunG4("run --model " + src + " --ids 2,x,3 -n 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("bad token id list"), std::string::npos) << r.out;
+
+  r = RunG4("run --model " + src + " --ids 2,99999 -n 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("outside the vocabulary"), std::string::npos) << r.out;
+
+  r = RunG4("run --model /nonexistent -n 2 --ids 2");
+  EXPECT_EQ(r.exit_code, 1);
+
+  r = RunG4("nosuchcommand");
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace g4
