@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -74,7 +75,9 @@ void MappedFile::AdviseRandom() const {
 namespace {
 
 // The jump target of the CopyFromMapping running on this thread, if any.
-thread_local sigjmp_buf* t_copy_guard = nullptr;
+// volatile + signal fences: the stores around the memcpy must not be merged or dropped (the
+// compiler sees no reader of it but the signal handler).
+thread_local sigjmp_buf* volatile t_copy_guard = nullptr;
 struct sigaction g_previous_sigbus;
 
 void OnSigbus(int sig, siginfo_t* info, void* context) {
@@ -105,7 +108,9 @@ bool CopyFromMapping(void* dst, const void* src, size_t n) {
     return false;
   }
   t_copy_guard = &env;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   std::memcpy(dst, src, n);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
   t_copy_guard = nullptr;
   return true;
 }

@@ -756,8 +756,12 @@ int RunServer(const ServerOptions& options) {
         const int status = too_large ? 413 : late ? 408 : 400;
         s.metrics.CountRequest(RouteLabel(req.path), status);
         s.metrics.CountError(too_large ? "payload_too_large" : late ? "body_timeout" : "body_read");
+        // Answer and close: the unread rest of the body must not be parsed as the next request,
+        // and a slow client must not keep the thread. httplib 0.11 keeps a keep-alive connection
+        // open unless the request itself said "Connection: close", so the answer is written to
+        // the socket here and the socket shut down; httplib's own write then fails and it closes.
         res.set_header("Connection", "close");
-        return SendError(
+        SendError(
             res, MakeError(status,
                            too_large ? Str("the request body is larger than ", s.options.max_body_bytes, " bytes")
                            : late    ? Str("the request body did not arrive within ",
@@ -765,6 +769,14 @@ int RunServer(const ServerOptions& options) {
                                      : "the request body could not be read",
                            "invalid_request_error",
                            too_large ? "payload_too_large" : late ? "request_timeout" : ""));
+        if (const int fd = FindConnectionSocket(req); fd >= 0) {
+          const std::string reply = Str("HTTP/1.1 ", status, status == 408 ? " Request Timeout" : status == 413 ? " Payload Too Large" : " Bad Request",
+                                        "\r\nContent-Type: application/json\r\nContent-Length: ", res.body.size(),
+                                        "\r\nConnection: close\r\n\r\n", res.body);
+          (void)!::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+          ::shutdown(fd, SHUT_RDWR);
+        }
+        return;
       }
       httplib::Request full = req;
       full.body = std::move(body);
@@ -863,12 +875,20 @@ int RunServer(const ServerOptions& options) {
     s.phase.store(Phase::kDraining);
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(s.options.grace_seconds));
+    auto flush_until = deadline;
     if (loader_done.load() && s.scheduler) {
       s.scheduler->StopAccepting();
-      if (!s.scheduler->WaitIdle(deadline)) Log(s, "grace period over; cancelling what is left");
+      if (!s.scheduler->WaitIdle(deadline)) {
+        // Cancel what is left: every sequence ends now with finish_reason "cancelled", so its
+        // client gets a final chunk instead of a stream that runs on past the grace period.
+        Log(s, "grace period over; cancelling what is left");
+        s.scheduler->Stop();
+        flush_until = Clock::now() + std::chrono::seconds(5);
+      }
     }
     // Let the HTTP threads write their last bytes.
-    while (s.in_flight.load() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (s.in_flight.load() > 0 && Clock::now() < flush_until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     svr.stop();
   });
 
