@@ -14,37 +14,21 @@
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "testing/checkpoints.h"
+#include "testing/run_g4.h"
 
 namespace g4 {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr
-};
-
-RunResult RunG4(const std::string& args) {
-  const char* bin = std::getenv("G4_BINARY_DIR");
-  std::string cmd = std::string(bin ? bin : G4_BINARY_DIR) + "/g4 " + args + " 2>&1";
-  RunResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using RunResult = G4RunResult;
 
 TEST(Cli, RunJsonMatchesTheLibraryAndLogitsWritesNpy) {
   const std::string dir = TinyCheckpoint("e4b");
   ASSERT_FALSE(dir.empty());
   RunResult run = RunG4("run --model " + dir + " --ids 2,9259,1902,236764 -n 12 --ignore-eos --json --threads 1");
-  ASSERT_EQ(run.exit_code, 0) << run.out;
-  const size_t brace = run.out.find("{\"");
-  ASSERT_NE(brace, std::string::npos) << run.out;
-  const std::string line = run.out.substr(brace, run.out.find('\n', brace) - brace);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const size_t brace = run.output.find("{\"");
+  ASSERT_NE(brace, std::string::npos) << run.output;
+  const std::string line = run.output.substr(brace, run.output.find('\n', brace) - brace);
   nlohmann::json j = nlohmann::json::parse(line);
   std::vector<int> ids = j["ids"].get<std::vector<int>>();
   ASSERT_EQ(ids.size(), 12u);
@@ -62,7 +46,7 @@ TEST(Cli, RunJsonMatchesTheLibraryAndLogitsWritesNpy) {
 
   const std::string npy = TestTempDir("cli_logits") + "/l.npy";
   RunResult logits = RunG4("logits --model " + dir + " --ids 2,9259,1902 --out " + npy + " --threads 1");
-  ASSERT_EQ(logits.exit_code, 0) << logits.out;
+  ASSERT_EQ(logits.exit_code, 0) << logits.output;
   auto arr = ReadNpyF32(npy);
   ASSERT_TRUE(arr.ok()) << arr.status().message();
   ASSERT_EQ(arr->shape, (std::vector<int64_t>{3, (*model)->plan().vocab}));
@@ -84,8 +68,8 @@ TEST(Cli, InspectPrintsTheRealParameterCounts) {
     const std::string dir = TestTempDir(std::string("inspect_") + preset);
     std::ofstream(dir + "/config.json") << SynthConfigJson(*spec, {});
     RunResult r = RunG4("inspect --model " + dir);
-    ASSERT_EQ(r.exit_code, 0) << r.out;
-    EXPECT_NE(r.out.find(std::string("total              ") + total), std::string::npos) << r.out;
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find(std::string("total              ") + total), std::string::npos) << r.output;
   }
 }
 
@@ -96,19 +80,19 @@ TEST(Cli, ClearErrorsNotCrashes) {
   std::remove((dir + "/tokenizer.json").c_str());
   RunResult r = RunG4("run --model " + dir + " --prompt hi -n 2");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.out.find("tokenizer.json is missing"), std::string::npos) << r.out;
+  EXPECT_NE(r.output.find("tokenizer.json is missing"), std::string::npos) << r.output;
 
   std::ofstream(dir + "/tokenizer.json") << "";
   r = RunG4("run --model " + dir + " --prompt hi -n 2");
-  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_EQ(r.exit_code, 1) << r.output;
 
   r = RunG4("run --model " + src + " --ids 2,x,3 -n 2");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.out.find("bad token id list"), std::string::npos) << r.out;
+  EXPECT_NE(r.output.find("bad token id list"), std::string::npos) << r.output;
 
   r = RunG4("run --model " + src + " --ids 2,99999 -n 2");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.out.find("outside the vocabulary"), std::string::npos) << r.out;
+  EXPECT_NE(r.output.find("outside the vocabulary"), std::string::npos) << r.output;
 
   r = RunG4("run --model /nonexistent -n 2 --ids 2");
   EXPECT_EQ(r.exit_code, 1);

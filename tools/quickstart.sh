@@ -5,7 +5,6 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/tools/setup.sh"
 bash "$root/tools/build.sh"
-bash "$root/tools/make_default_model.sh"
 echo
 echo "== g4 run on the default model (assets/models/default) =="
-"$root/build/g4" run --prompt "${1:-In the beginning God}" -n "${2:-24}"
+"$root/build/g4" run --prompt "${1:-In the beginning God}" -n "${2:-10}"

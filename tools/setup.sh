@@ -57,4 +57,6 @@ if [ ! -f "$assets/npm/node_modules/openai/package.json" ]; then
   (cd "$assets/npm" && { [ -f package.json ] || npm init -y >/dev/null; } &&
      npm install --silent --no-audit --no-fund openai@7.59.0 >/dev/null)
 fi
+# The embedded default model (needs the tokenizer above).
+G4_ASSETS="$assets" bash "$root/tools/make_default_model.sh"
 echo "setup: assets ready in $assets"

@@ -1,5 +1,7 @@
 #include "base/thread_pool.h"
 
+#include <sched.h>
+
 #include <chrono>
 
 namespace g4 {
@@ -17,41 +19,42 @@ ThreadPool::ThreadPool(int n_threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-    generation_.fetch_add(1);
+    stop_.store(true);
+    state_.fetch_add(uint64_t{1} << 32);
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::RunTasks(int thread_index) {
-  const auto& fn = *job_;
+void ThreadPool::RunTasks(uint32_t generation, int thread_index) {
+  uint64_t s = state_.load(std::memory_order_acquire);
   for (;;) {
-    int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= n_tasks_) break;
-    fn(task, thread_index);
+    if (static_cast<uint32_t>(s >> 32) != generation) return;
+    const int64_t task = static_cast<int64_t>(s & 0xffffffffu);
+    if (task >= n_tasks_.load(std::memory_order_relaxed)) return;
+    if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) continue;
+    // The claim succeeded, so this generation's job is still running and job_ is its job.
+    (*job_)(task, thread_index);
+    done_.fetch_add(1, std::memory_order_release);
+    s = state_.load(std::memory_order_acquire);
   }
 }
 
 void ThreadPool::WorkerLoop(int thread_index) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
+  auto generation = [&] { return static_cast<uint32_t>(state_.load(std::memory_order_acquire) >> 32); };
   for (;;) {
     // Spin for a short while: the next job usually follows within microseconds.
     auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
-    // Yield while spinning: on an oversubscribed machine a pure spin starves the threads that
-    // would post the next job.
-    while (generation_.load(std::memory_order_acquire) == seen &&
-           std::chrono::steady_clock::now() < spin_until) {
-      std::this_thread::yield();
+    while (generation() == seen && std::chrono::steady_clock::now() < spin_until) {
     }
-    {
+    if (generation() == seen) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return generation_.load() != seen; });
-      if (stop_) return;
-      seen = generation_.load();
+      wake_.wait(lock, [&] { return generation() != seen; });
     }
-    RunTasks(thread_index);
-    busy_.fetch_sub(1, std::memory_order_acq_rel);
+    if (stop_.load()) return;
+    seen = generation();
+    RunTasks(seen, thread_index);
   }
 }
 
@@ -62,18 +65,22 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const std::function<void(int64_t, 
     return;
   }
   std::lock_guard<std::mutex> call_lock(call_mutex_);
+  uint32_t generation;
   {
+    // Under the mutex so a worker between its check and its wait cannot miss the wake-up.
     std::lock_guard<std::mutex> lock(mutex_);
     job_ = &fn;
-    n_tasks_ = n_tasks;
-    next_task_.store(0);
-    busy_.store(static_cast<int>(workers_.size()));
-    generation_.fetch_add(1, std::memory_order_release);
+    n_tasks_.store(n_tasks, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    generation = static_cast<uint32_t>(state_.load() >> 32) + 1;
+    state_.store(static_cast<uint64_t>(generation) << 32, std::memory_order_release);
   }
   wake_.notify_all();
-  RunTasks(0);
-  while (busy_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-  job_ = nullptr;
+  RunTasks(generation, 0);
+  // Every task is claimed; wait for the ones other threads are still running. Yield while
+  // waiting: if the worker shares our core, it needs the CPU to finish.
+  for (int spins = 0; done_.load(std::memory_order_acquire) != n_tasks; ++spins)
+    if (spins > 1000) sched_yield();
 }
 
 }  // namespace g4

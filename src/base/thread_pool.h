@@ -1,6 +1,9 @@
 // A persistent pool of worker threads. The caller takes part in every ParallelFor, so a pool
 // of size N uses N-1 workers plus the calling thread. Workers spin briefly between jobs (decode
 // issues many small jobs back to back) and then sleep.
+// A job is finished when its tasks are, not when every worker has checked in: on a shared,
+// oversubscribed machine a descheduled worker must not hold up the caller, which then simply
+// runs the remaining tasks itself.
 #pragma once
 
 #include <atomic>
@@ -32,18 +35,19 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int thread_index);
-  void RunTasks(int thread_index);
+  void RunTasks(uint32_t generation, int thread_index);
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::mutex call_mutex_;  // one ParallelFor at a time
   const std::function<void(int64_t, int)>* job_ = nullptr;
-  int64_t n_tasks_ = 0;
-  std::atomic<int64_t> next_task_{0};
-  std::atomic<int> busy_{0};
-  std::atomic<uint64_t> generation_{0};
-  bool stop_ = false;
+  std::atomic<int64_t> n_tasks_{0};
+  // (generation << 32) | next task index: a task is claimed by a compare-and-swap that fails once
+  // a newer job has been published, so a late worker can never run a stale or foreign task.
+  std::atomic<uint64_t> state_{0};
+  std::atomic<int64_t> done_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace g4

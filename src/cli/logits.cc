@@ -21,6 +21,8 @@ int RunLogits(int argc, char** argv) {
   app.add_option("--ids", ids_text, "comma-separated token ids")->required();
   app.add_option("--out", out, "output .npy file")->required();
   app.add_option("--threads", threads, "threads (0 = all cores)");
+  std::string quant = "bf16";
+  app.add_option("--quant", quant, "weight format: bf16 (as shipped), q8, q4")->check(CLI::IsMember({"bf16", "q8", "q4"}));
   app.add_option("--chunk", chunk, "prefill chunk size");
   app.add_option("--tp", tp, "tensor-parallel ranks: threads in this process, or one per process "
                  "under mpirun (default: 1, or mpirun's -np)");
@@ -31,6 +33,7 @@ int RunLogits(int argc, char** argv) {
   if (ids->empty()) return Fail("logits", Status::Error("--ids is empty"));
   ModelOptions options;
   options.threads = threads;
+  ParseWeightType(quant, &options.load.quant);
   const bool output_process = IsOutputProcess();
   Status st = RunTensorParallel(tp, [&](Communicator* comm) -> Status {
     const bool output_rank = IsOutputRank(comm);

@@ -37,6 +37,8 @@ int RunRun(int argc, char** argv) {
   app.add_option("--threads", threads, "threads per rank (0 = all cores, shared among the ranks)");
   app.add_option("--tp", tp, "tensor-parallel ranks: threads in this process, or one per process "
                  "under mpirun (default: 1, or mpirun's -np)");
+  std::string quant = "bf16";
+  app.add_option("--quant", quant, "weight format: bf16 (as shipped), q8, q4")->check(CLI::IsMember({"bf16", "q8", "q4"}));
   app.add_option("--chunk", chunk, "prefill chunk size");
   app.add_option("--ctx", ctx, "context size (0 = prompt + n)");
   app.add_flag("--ignore-eos", ignore_eos, "do not stop at end-of-sequence tokens");
@@ -65,6 +67,7 @@ int RunRun(int argc, char** argv) {
 
   ModelOptions options;
   options.threads = threads;
+  ParseWeightType(quant, &options.load.quant);
   const bool output_process = IsOutputProcess();
   Status st = RunTensorParallel(tp, [&](Communicator* comm) -> Status {
     // Every rank runs the same steps on its share; only rank 0 writes.

@@ -5,7 +5,20 @@
 
 #include <cstdint>
 
+#include "kernels/weight_matrix.h"
+
 namespace g4 {
+
+// Activation rows quantized for the integer dot products against q8/q4 weights: per block of 32
+// values an int8 vector and its scale (x ~ scale * q), plus corr = -8 * scale * sum(q), the term
+// that q4's unsigned nibbles (q - 8) need (precomputed once per activation, not per weight row).
+struct QuantizedRows {
+  int n = 0;
+  int cols = 0;
+  const int8_t* q = nullptr;      // [n][cols]
+  const float* scale = nullptr;   // [n][cols/32]
+  const float* corr = nullptr;    // [n][cols/32]
+};
 
 struct CpuKernels {
   const char* name;
@@ -17,6 +30,20 @@ struct CpuKernels {
   void (*bf16_to_f32)(const uint16_t* src, float* dst, int n);
   // y[i] += a * x[i]
   void (*axpy_f32)(float a, const float* x, float* y, int n);
+  // Quantizes one row of `cols` (a multiple of 32) floats: q, scale[cols/32], corr[cols/32].
+  // Round to nearest even of x * 127 / max|x| per block, so every ISA gets the same ints.
+  void (*quantize_row_q8)(const float* x, int cols, int8_t* q, float* scale, float* corr);
+  // Weight quantization at load (layouts in weight_matrix.h), one row of `cols` values. q4 picks
+  // each block's scale by a least-squares search over grid widths (kernels/quantize.h). The ISAs
+  // may differ in the choice when two candidates tie to rounding.
+  void (*quantize_row_q8w)(const float* x, int cols, int8_t* q, uint16_t* scales);
+  void (*quantize_row_q4w)(const float* x, int cols, uint8_t* q, uint16_t* scales);
+  // y[i * ldy + r] = sum_c W[r, c] * x_i[c] for rows r in [r0, r1) and every row i of x.
+  // Rows of W are read once per tile of x rows (register-tiled), so n > 1 costs far less than n
+  // matrix-vector products.
+  void (*matmul_q8)(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y, int64_t ldy);
+  void (*matmul_q4)(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y, int64_t ldy);
+  void (*matmul_bf16)(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y, int64_t ldy);
 };
 
 const CpuKernels& GenericKernels();

@@ -49,7 +49,9 @@ Result<std::unique_ptr<Model>> Model::LoadShare(const std::string& dir, const Mo
   auto model = std::unique_ptr<Model>(new Model());
   model->dir_ = dir;
   model->plan_ = std::move(plan);
-  G4_ASSIGN_OR_RETURN(model->weights_, LoadRankWeights(full, model->plan_, dir, options.load));
+  LoadOptions load = options.load;
+  if (load.threads == 0) load.threads = options.threads;
+  G4_ASSIGN_OR_RETURN(model->weights_, LoadRankWeights(full, model->plan_, dir, load));
   model->pool_ = std::make_unique<ThreadPool>(options.threads);
   // One cos/sin table per distinct (head_dim, rotated pairs, theta): sliding and full.
   for (const LayerPlan& lp : model->plan_.layers) {

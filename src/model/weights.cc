@@ -1,25 +1,19 @@
 #include "model/weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
 
 #include "base/half.h"
+#include "base/thread_pool.h"
+#include "kernels/quantize.h"
 #include "model/arch/gemma4.h"
 
 namespace g4 {
 
 namespace {
-
-float ElementToF32(const uint8_t* data, DType dtype, int64_t i) {
-  if (dtype == DType::kBF16 || dtype == DType::kF16) {
-    uint16_t h;
-    std::memcpy(&h, data + i * 2, 2);
-    return dtype == DType::kBF16 ? Bf16ToF32(h) : F16ToF32(h);
-  }
-  float v;
-  std::memcpy(&v, data + i * 4, 4);
-  return v;
-}
 
 // Rows [row_begin, row_begin + n_rows) and columns [col_begin, col_begin + n_cols) of a
 // [rows, cols] tensor; the whole tensor by default (tensor parallel slices, rank_plan.h).
@@ -30,8 +24,8 @@ struct Slice {
 
 class Binder {
  public:
-  Binder(const TensorStore& store, std::string prefix, ModelWeights* w)
-      : store_(store), prefix_(std::move(prefix)), w_(w) {}
+  Binder(const TensorStore& store, std::string prefix, ModelWeights* w, WeightType quant, ThreadPool* pool)
+      : store_(store), prefix_(std::move(prefix)), w_(w), quant_(quant), pool_(pool) {}
 
   Result<const TensorView*> Find(const std::string& name, std::vector<int64_t> shape) {
     const std::string full = prefix_ + name;
@@ -67,34 +61,37 @@ class Binder {
                             slice.col_begin + slice.n_cols, ") is outside ", t->ShapeString());
     const size_t esize = DTypeSize(t->dtype);
     // A row block is contiguous in the mapped file; a column block is gathered row by row.
-    const uint8_t* src = t->data + static_cast<size_t>(slice.row_begin) * cols * esize;
+    const uint8_t* data = t->data + static_cast<size_t>(slice.row_begin) * cols * esize;
     std::vector<uint8_t> gathered;
     if (slice.n_cols != cols) {
       const size_t row_bytes = static_cast<size_t>(slice.n_cols) * esize;
       gathered.resize(static_cast<size_t>(slice.n_rows) * row_bytes);
       for (int r = 0; r < slice.n_rows; ++r)
         std::memcpy(gathered.data() + r * row_bytes,
-                    src + (static_cast<size_t>(r) * cols + slice.col_begin) * esize, row_bytes);
-      src = gathered.data();
+                    data + (static_cast<size_t>(r) * cols + slice.col_begin) * esize, row_bytes);
+      data = gathered.data();
     }
     rows = slice.n_rows;
     cols = slice.n_cols;
-    const int64_t n = static_cast<int64_t>(rows) * cols;
     out->rows = rows;
     out->cols = cols;
-    if (t->dtype == DType::kBF16) {
-      out->type = WeightType::kBF16;
-      out->bytes = n * 2;
-      auto buf = Allocate(out->bytes);
-      std::memcpy(buf, src, out->bytes);
-      out->data = buf;
+    const SourceType src = t->dtype == DType::kBF16 ? SourceType::kBF16
+                           : t->dtype == DType::kF16 ? SourceType::kF16
+                                                     : SourceType::kF32;
+    if (quant_ != WeightType::kBF16 && quant_ != WeightType::kF32 && WeightTypeFits(quant_, cols)) {
+      out->type = quant_;
     } else {
-      out->type = WeightType::kF32;
-      out->bytes = n * 4;
-      float* buf = reinterpret_cast<float*>(Allocate(out->bytes));
-      for (int64_t i = 0; i < n; ++i) buf[i] = ElementToF32(src, t->dtype, i);
-      out->data = buf;
+      out->type = t->dtype == DType::kBF16 ? WeightType::kBF16 : WeightType::kF32;
     }
+    out->bytes = WeightBytes(out->type, rows, cols);
+    uint8_t* buf = Allocate(out->bytes);
+    if (out->type == WeightType::kBF16) {
+      std::memcpy(buf, data, out->bytes);
+    } else {
+      QuantizeMatrix(data, src, rows, cols, out->type, buf, pool_);
+    }
+    out->data = buf;
+    DropPages(t->data, t->bytes);
     return OkStatus();
   }
 
@@ -105,9 +102,20 @@ class Binder {
     return w_->buffers.back().get();
   }
 
+  // The checkpoint's copy is no longer needed: unmap its pages from this process so peak RSS is
+  // the engine's copy, not both (the page cache keeps them; a later touch re-reads them).
+  static void DropPages(const void* data, size_t bytes) {
+    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(data) / page * page;
+    const uintptr_t end = reinterpret_cast<uintptr_t>(data) + bytes;
+    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+  }
+
   const TensorStore& store_;
   std::string prefix_;
   ModelWeights* w_;
+  WeightType quant_;
+  ThreadPool* pool_;
 };
 
 float RoundToDType(double v, DType dtype) {
@@ -124,10 +132,12 @@ Result<std::unique_ptr<ModelWeights>> LoadWeights(const ModelPlan& plan, const s
 }
 
 Result<std::unique_ptr<ModelWeights>> LoadRankWeights(const ModelPlan& full, const ModelPlan& plan,
-                                                      const std::string& dir, const LoadOptions&) {
+                                                      const std::string& dir, const LoadOptions& options) {
   if (full.n_layers() != plan.n_layers())
     return Status::Errorf("rank plan has ", plan.n_layers(), " layers, the model ", full.n_layers());
   auto w = std::make_unique<ModelWeights>();
+  w->quant = options.quant;
+  ThreadPool pool(options.threads);
   G4_ASSIGN_OR_RETURN(w->store, TensorStore::OpenDir(dir));
   for (const char* prefix : {"model.language_model.", "model.", ""}) {
     if (w->store->Find(std::string(prefix) + "embed_tokens.weight")) {
@@ -138,7 +148,7 @@ Result<std::unique_ptr<ModelWeights>> LoadRankWeights(const ModelPlan& full, con
   if (!w->store->Find(w->tensor_prefix + "embed_tokens.weight"))
     return Status::Errorf(dir, ": no embed_tokens.weight under model.language_model. or model. "
                           "(not a Gemma-4 text checkpoint?)");
-  Binder b(*w->store, w->tensor_prefix, w.get());
+  Binder b(*w->store, w->tensor_prefix, w.get(), options.quant, &pool);
   const int H = plan.hidden, V = plan.vocab, L = plan.n_layers(), P = plan.ple_dim;
 
   const int head_begin = plan.lm_head_begin(), head_rows = plan.lm_head_end() - plan.lm_head_begin();

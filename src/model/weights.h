@@ -43,6 +43,7 @@ struct ModelWeights {
 
   std::string tensor_prefix;  // "model.language_model." or "model."
   int64_t resident_bytes = 0; // bytes copied into engine memory
+  WeightType quant = WeightType::kBF16;  // the requested format (LoadOptions::quant)
   int64_t mapped_bytes = 0;   // bytes left mapped (PLE table)
 
   // Keeps the mapped files (PLE table) and the owned buffers alive.
@@ -53,6 +54,11 @@ struct ModelWeights {
 struct LoadOptions {
   // Checkpoint bf16 stays bf16; f16/f32 tensors become f32 (no precision is thrown away).
   bool keep_native = true;
+  // Format of the matrices (incl. the tied embedding / LM head). kBF16 keeps the checkpoint's
+  // format; kQ8/kQ4 quantize at load every matrix whose width fits the block (the rest keep
+  // theirs). The PLE table is never converted: it stays mapped.
+  WeightType quant = WeightType::kBF16;
+  int threads = 0;  // for the conversion; 0 = one per hardware thread
 };
 
 // Opens DIR's safetensors and binds every tensor the plan needs, checking names, shapes and

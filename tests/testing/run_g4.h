@@ -1,0 +1,20 @@
+// Runs the built g4 binary the way a user does, for end-to-end tests.
+#pragma once
+
+#include <string>
+
+namespace g4 {
+
+struct G4RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout, then stderr when merge_stderr
+};
+
+// Runs `$G4_BINARY_DIR/g4 ARGS` through the shell.
+G4RunResult RunG4(const std::string& args, bool merge_stderr = true);
+
+// assets/ (or $G4_ASSETS) and the source tree, as the tests see them.
+std::string AssetsDir();
+std::string SourceDir();
+
+}  // namespace g4
