@@ -15,7 +15,8 @@ SUDO=""
 packages=(build-essential cmake pkg-config git ca-certificates nodejs npm
   nlohmann-json3-dev libsimdjson-dev libcli11-dev libcpp-httplib-dev libhwy-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang-format curl
-  libopenmpi-dev openmpi-bin)
+  libopenmpi-dev openmpi-bin
+  clang libclang-rt-14-dev)  # clang + its sanitizer/libFuzzer runtimes: tools/fuzz.sh
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

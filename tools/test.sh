@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: installs what is missing, builds, and runs the whole test suite
-# twice: a Release build, then an AddressSanitizer + UndefinedBehaviorSanitizer build.
-# G4_SKIP_SANITIZERS=1 runs only the Release suite (quicker, for local iteration).
+# twice: a Release build, then an AddressSanitizer + UndefinedBehaviorSanitizer build; then the
+# scheduler and server tests under ThreadSanitizer, and every fuzz target for a bounded time.
+# G4_SKIP_SANITIZERS=1 runs only the Release suite (quicker, for local iteration);
+# G4_SKIP_TSAN=1 and G4_SKIP_FUZZ=1 skip those steps; G4_FUZZ_SECONDS sets the time per target.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/tools/setup.sh"
@@ -16,5 +18,21 @@ if [ "${G4_SKIP_SANITIZERS:-0}" != 1 ]; then
   G4_BUILD_DIR="$root/build-asan" G4_BUILD_TYPE=RelWithDebInfo bash "$root/tools/build.sh" -DG4_SANITIZE=ON -DG4_BUILD_BENCH=OFF
   (cd "$root/build-asan" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
      ctest --output-on-failure -j"$jobs" --timeout 2400)
+fi
+if [ "${G4_SKIP_TSAN:-0}" != 1 ]; then
+  # The threaded parts: the scheduler's engine thread, the thread pool, and g4 serve end to end
+  # (HTTP threads + engine thread), with g4 itself built under TSan.
+  echo "== ThreadSanitizer build: scheduler, thread pool and server tests =="
+  cmake -S "$root" -B "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DG4_TSAN=ON \
+    -DG4_BUILD_BENCH=OFF >/dev/null
+  cmake --build "$root/build-tsan" --target g4 g4_tests -j"$jobs"
+  (cd "$root/build-tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+     ctest --output-on-failure -j"$jobs" --timeout 1200 -R '^(SchedulerTest|ThreadPool|server_)')
+fi
+
+if [ "${G4_SKIP_FUZZ:-0}" != 1 ]; then
+  # libFuzzer targets, G4_FUZZ_SECONDS (default 60) each, two at a time (tools/fuzz.sh).
+  echo "== fuzzing =="
+  bash "$root/tools/fuzz.sh"
 fi
 echo "== all tests passed =="

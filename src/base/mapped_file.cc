@@ -1,14 +1,18 @@
 #include "base/mapped_file.h"
 
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 namespace g4 {
@@ -66,6 +70,66 @@ MappedFile::~MappedFile() {
 
 void MappedFile::AdviseRandom() const {
   if (data_) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_RANDOM);
+}
+
+namespace {
+
+// The jump target of the CopyFromMapping running on this thread, if any.
+// volatile + signal fences: the stores around the memcpy must not be merged or dropped (the
+// compiler sees no reader of it but the signal handler).
+thread_local sigjmp_buf* volatile t_copy_guard = nullptr;
+struct sigaction g_previous_sigbus;
+
+void OnSigbus(int sig, siginfo_t* info, void* context) {
+  if (t_copy_guard != nullptr) siglongjmp(*t_copy_guard, 1);
+  // Not a guarded copy: hand the fault to whoever handled SIGBUS before (a sanitizer, or the
+  // default action). Returning re-runs the faulting instruction under that disposition.
+  if ((g_previous_sigbus.sa_flags & SA_SIGINFO) && g_previous_sigbus.sa_sigaction != nullptr) {
+    g_previous_sigbus.sa_sigaction(sig, info, context);
+    return;
+  }
+  ::sigaction(SIGBUS, &g_previous_sigbus, nullptr);
+}
+
+}  // namespace
+
+bool CopyFromMapping(void* dst, const void* src, size_t n) {
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    struct sigaction action {};
+    action.sa_sigaction = OnSigbus;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, &g_previous_sigbus);
+  });
+  sigjmp_buf env;
+  if (sigsetjmp(env, /*savemask=*/1) != 0) {
+    t_copy_guard = nullptr;
+    return false;
+  }
+  t_copy_guard = &env;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  std::memcpy(dst, src, n);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  t_copy_guard = nullptr;
+  return true;
+}
+
+Status CheckFileUnchanged(const MappedFile& file) {
+  struct stat st {};
+  if (::stat(file.path().c_str(), &st) != 0)
+    return Status::Errorf(file.path(), ": mapped checkpoint file is gone (", std::strerror(errno),
+                          "); restart to load the model again");
+  const int64_t mtime_ns =
+      static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  if (static_cast<uint64_t>(st.st_ino) != file.inode())
+    return Status::Errorf(file.path(), ": mapped checkpoint file was replaced on disk (inode ",
+                          file.inode(), " -> ", st.st_ino, "); restart to load the new one");
+  if (static_cast<size_t>(st.st_size) != file.size() || mtime_ns != file.mtime_ns())
+    return Status::Errorf(file.path(), ": mapped checkpoint file was modified on disk (size ",
+                          file.size(), " -> ", st.st_size,
+                          "); refusing to read it; restart to load the model again");
+  return OkStatus();
 }
 
 Result<std::string> ReadFileToString(const std::string& path) {

@@ -37,6 +37,17 @@ class MappedFile {
   int64_t mtime_ns_ = 0;
 };
 
+// Copies n bytes out of a file mapping, surviving the file being truncated or rewritten under
+// the mapping (reading a page past the file's new end raises SIGBUS): returns false instead of
+// letting the signal kill the process. For the one table the engine leaves mapped (PLE); a
+// SIGBUS outside such a copy still goes to the previous handler (or kills the process).
+bool CopyFromMapping(void* dst, const void* src, size_t n);
+
+// Whether `file` on disk is still the file that was mapped: same inode, size and mtime. A file
+// replaced (rename over it) or rewritten in place (cp over it, truncate) fails this check;
+// the error names the file and says what changed.
+Status CheckFileUnchanged(const MappedFile& file);
+
 // Reads a whole (small) file into a string.
 Result<std::string> ReadFileToString(const std::string& path);
 // Writes via a temporary file and rename, so a failure never leaves a partial file behind.

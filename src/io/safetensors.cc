@@ -197,6 +197,11 @@ const TensorView* TensorStore::Find(const std::string& name) const {
   return it == by_name_.end() ? nullptr : it->second;
 }
 
+Status TensorStore::CheckUnchanged() const {
+  for (const auto& f : files_) G4_RETURN_IF_ERROR(CheckFileUnchanged(f->mapped()));
+  return OkStatus();
+}
+
 std::vector<std::string> TensorStore::Names() const {
   std::vector<std::string> names;
   for (const auto& [n, t] : by_name_) names.push_back(n);

@@ -62,6 +62,9 @@ class TensorStore {
   const TensorView* Find(const std::string& name) const;
   std::vector<std::string> Names() const;
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
+  // Fails if any mapped shard was replaced or modified on disk since it was opened (see
+  // CheckFileUnchanged); the server asks before each request.
+  Status CheckUnchanged() const;
 
  private:
   std::vector<std::unique_ptr<SafetensorsFile>> files_;

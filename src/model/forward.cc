@@ -8,6 +8,7 @@
 #include <map>
 
 #include "base/half.h"
+#include "base/mapped_file.h"
 #include "kernels/cpu_kernels.h"
 #include "kernels/ops.h"
 #include "model/arch/gemma4.h"
@@ -147,14 +148,24 @@ void Model::LmHead(int m, Activations& act, float* logits) {
 }
 
 // §3.2: per-layer inputs p_i for every row, [n, L*P].
-void Model::ComputePle(const std::vector<BatchRow>& rows, Activations& act) {
+Status Model::ComputePle(const std::vector<BatchRow>& rows, Activations& act) {
   const ModelWeights& w = *weights_;
   const int n = static_cast<int>(rows.size()), H = plan_.hidden, P = plan_.ple_dim;
   const int LP = plan_.n_layers() * P;
   const size_t esize = DTypeSize(w.ple_dtype);
-  // Token part: a row of the mapped table, times bf16(sqrt(P)).
+  // Token part: a row of the mapped table, times bf16(sqrt(P)). The row is copied out under a
+  // SIGBUS guard: the table is the one thing left mapped, and a checkpoint truncated or
+  // rewritten on disk must fail this request, not kill the server with every stream in it.
+  thread_local std::vector<uint8_t> row_bytes;
+  row_bytes.resize(static_cast<size_t>(LP) * esize);
   for (int r = 0; r < n; ++r) {
-    const uint8_t* row = w.ple_table + static_cast<size_t>(rows[r].token) * LP * esize;
+    if (!CopyFromMapping(row_bytes.data(),
+                         w.ple_table + static_cast<size_t>(rows[r].token) * LP * esize,
+                         row_bytes.size()))
+      return Status::Errorf("reading the per-layer embedding table failed (SIGBUS): the mapped "
+                            "checkpoint file was truncated or rewritten on disk; restart to "
+                            "load it again");
+    const uint8_t* row = row_bytes.data();
     float* dst = act.ple_inputs.data() + static_cast<size_t>(r) * LP;
     for (int c = 0; c < LP; ++c) {
       float v;
@@ -185,6 +196,7 @@ void Model::ComputePle(const std::vector<BatchRow>& rows, Activations& act) {
       RmsNorm(c + l * P, w.ple_projection_norm.data(), P, static_cast<float>(plan_.rms_norm_eps), c + l * P);
     for (int i = 0; i < LP; ++i) p[i] = (c[i] + p[i]) * combine;
   }
+  return OkStatus();
 }
 
 // §3.3 step 4-5: softmax(q k^T) v over the visible positions of the source layer's cache.
@@ -347,7 +359,7 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
     for (int i = 0; i < H; ++i) xr[i] *= w.embed_scale;
   }
   // §3.2 Per-layer embeddings.
-  if (P > 0) ComputePle(rows, act);
+  if (P > 0) G4_RETURN_IF_ERROR(ComputePle(rows, act));
   // RoPE angles per row, once per distinct table.
   for (int c = 0; c < n_rope; ++c)
     for (int r = 0; r < n; ++r) {

@@ -80,7 +80,7 @@ class Model {
     std::vector<double> inv_freq;
   };
   void Prepare(const ModelOptions& options);
-  void ComputePle(const std::vector<BatchRow>& rows, Activations& act);
+  Status ComputePle(const std::vector<BatchRow>& rows, Activations& act);
   void Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Activations& act);
   void LmHead(int m, Activations& act, float* logits);
 

@@ -570,7 +570,16 @@ std::string RouteLabel(const std::string& path) {
 // Checks the model is up; otherwise answers 503.
 bool Ready(ServerState& s, httplib::Response& res) {
   const Phase phase = s.phase.load();
-  if (phase == Phase::kReady) return true;
+  if (phase == Phase::kReady) {
+    // The checkpoint's PLE table stays mapped: if the file was replaced or rewritten on disk,
+    // refuse (one stat per shard) rather than serve from a stale or vanishing mapping.
+    const auto& store = s.model->weights().store;
+    Status unchanged = store ? store->CheckUnchanged() : OkStatus();
+    if (unchanged.ok()) return true;
+    s.metrics.CountError("model_changed");
+    SendError(res, MakeError(503, unchanged.message(), "unavailable", "model_changed"));
+    return false;
+  }
   const bool loading = phase == Phase::kLoading;
   s.metrics.CountError(loading ? "loading" : "draining");
   res.set_header("Retry-After", "5");
@@ -726,18 +735,66 @@ int RunServer(const ServerOptions& options) {
       s.in_flight.fetch_sub(1);
     };
   };
-  svr.Post("/v1/chat/completions", wrap("/v1/chat/completions", true, [&s](const auto& req, auto& res) {
+  // POST bodies are read here, through httplib's content reader, against a deadline for the
+  // whole body (ServerOptions::body_timeout_seconds); then the handler sees a complete request.
+  using BodyReader = httplib::Server::HandlerWithContentReader;
+  auto with_body = [&s](Handler fn) -> BodyReader {
+    return [&s, fn](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+      const auto deadline =
+          Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(s.options.body_timeout_seconds));
+      std::string body;
+      bool late = false;
+      const bool complete = read([&](const char* data, size_t n) {
+        body.append(data, n);
+        late = Clock::now() > deadline;
+        return !late;
+      });
+      if (!complete) {
+        // httplib sets 413 when the body is over --max-body; otherwise late, or a broken read.
+        const bool too_large = res.status == 413;
+        const int status = too_large ? 413 : late ? 408 : 400;
+        s.metrics.CountRequest(RouteLabel(req.path), status);
+        s.metrics.CountError(too_large ? "payload_too_large" : late ? "body_timeout" : "body_read");
+        // Answer and close: the unread rest of the body must not be parsed as the next request,
+        // and a slow client must not keep the thread. httplib 0.11 keeps a keep-alive connection
+        // open unless the request itself said "Connection: close", so the answer is written to
+        // the socket here and the socket shut down; httplib's own write then fails and it closes.
+        res.set_header("Connection", "close");
+        SendError(
+            res, MakeError(status,
+                           too_large ? Str("the request body is larger than ", s.options.max_body_bytes, " bytes")
+                           : late    ? Str("the request body did not arrive within ",
+                                           s.options.body_timeout_seconds, " s")
+                                     : "the request body could not be read",
+                           "invalid_request_error",
+                           too_large ? "payload_too_large" : late ? "request_timeout" : ""));
+        if (const int fd = FindConnectionSocket(req); fd >= 0) {
+          const std::string reply = Str("HTTP/1.1 ", status, status == 408 ? " Request Timeout" : status == 413 ? " Payload Too Large" : " Bad Request",
+                                        "\r\nContent-Type: application/json\r\nContent-Length: ", res.body.size(),
+                                        "\r\nConnection: close\r\n\r\n", res.body);
+          (void)!::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+          ::shutdown(fd, SHUT_RDWR);
+        }
+        return;
+      }
+      httplib::Request full = req;
+      full.body = std::move(body);
+      fn(full, res);
+    };
+  };
+  svr.Post("/v1/chat/completions", with_body(wrap("/v1/chat/completions", true, [&s](const auto& req, auto& res) {
              HandleGeneration(s, ApiRoute::kChat, req, res);
-           }));
-  svr.Post("/v1/completions", wrap("/v1/completions", true, [&s](const auto& req, auto& res) {
+           })));
+  svr.Post("/v1/completions", with_body(wrap("/v1/completions", true, [&s](const auto& req, auto& res) {
              HandleGeneration(s, ApiRoute::kCompletion, req, res);
-           }));
-  svr.Post("/generate", wrap("/generate", true, [&s](const auto& req, auto& res) {
+           })));
+  svr.Post("/generate", with_body(wrap("/generate", true, [&s](const auto& req, auto& res) {
              HandleGeneration(s, ApiRoute::kGenerate, req, res);
-           }));
-  svr.Post("/tokenize", wrap("/tokenize", true, [&s](const auto& req, auto& res) { HandleTokenize(s, req, res); }));
+           })));
+  svr.Post("/tokenize", with_body(wrap("/tokenize", true, [&s](const auto& req, auto& res) { HandleTokenize(s, req, res); })));
   svr.Post("/detokenize",
-           wrap("/detokenize", true, [&s](const auto& req, auto& res) { HandleDetokenize(s, req, res); }));
+           with_body(wrap("/detokenize", true, [&s](const auto& req, auto& res) { HandleDetokenize(s, req, res); })));
   svr.Get("/v1/models", wrap("/v1/models", false, [&s](const auto&, auto& res) {
             json m = {{"id", s.model_name}, {"object", "model"}, {"created", 0}, {"owned_by", "g4"},
                       {"max_model_len", s.context}};
@@ -745,7 +802,13 @@ int RunServer(const ServerOptions& options) {
           }));
   auto health = [&s](const httplib::Request&, httplib::Response& res) {
     const Phase phase = s.phase.load();
-    if (phase == Phase::kReady) return SendJson(res, 200, {{"status", "ok"}});
+    if (phase == Phase::kReady) {
+      // A checkpoint changed on disk under the mapping: unhealthy, so that a supervisor restarts.
+      const auto& store = s.model->weights().store;
+      if (Status st = store ? store->CheckUnchanged() : OkStatus(); !st.ok())
+        return SendJson(res, 503, {{"status", "model_changed"}, {"message", st.message()}});
+      return SendJson(res, 200, {{"status", "ok"}});
+    }
     SendJson(res, 503, {{"status", phase == Phase::kLoading ? "loading" : phase == Phase::kDraining ? "draining" : "error"}});
   };
   svr.Get("/health", wrap("/health", false, health));
@@ -812,12 +875,20 @@ int RunServer(const ServerOptions& options) {
     s.phase.store(Phase::kDraining);
     const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                              std::chrono::duration<double>(s.options.grace_seconds));
+    auto flush_until = deadline;
     if (loader_done.load() && s.scheduler) {
       s.scheduler->StopAccepting();
-      if (!s.scheduler->WaitIdle(deadline)) Log(s, "grace period over; cancelling what is left");
+      if (!s.scheduler->WaitIdle(deadline)) {
+        // Cancel what is left: every sequence ends now with finish_reason "cancelled", so its
+        // client gets a final chunk instead of a stream that runs on past the grace period.
+        Log(s, "grace period over; cancelling what is left");
+        s.scheduler->Stop();
+        flush_until = Clock::now() + std::chrono::seconds(5);
+      }
     }
     // Let the HTTP threads write their last bytes.
-    while (s.in_flight.load() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    while (s.in_flight.load() > 0 && Clock::now() < flush_until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     svr.stop();
   });
 

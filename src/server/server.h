@@ -21,6 +21,9 @@ struct ServerOptions {
   double timeout_seconds = 600;  // per request, unless it asks for less
   double grace_seconds = 30;     // SIGTERM: time for in-flight requests to finish
   size_t max_body_bytes = 8 << 20;
+  // Whole-body deadline: httplib's read timeout is per recv, so without it a client trickling
+  // one byte per second holds an HTTP thread for as long as it likes (slowloris). 408 after it.
+  double body_timeout_seconds = 30;
   int prefill_chunk = 64;
   int max_batch_rows = 256;
   bool prefix_reuse = true;

@@ -32,7 +32,7 @@ size_t WhitespaceLength(std::string_view s, size_t i) {
       at("\xE2\x81\x9F") || at("\xE3\x80\x80"))
     return 3;
   if (s.size() >= i + 3 && c == 0xE2 && static_cast<unsigned char>(s[i + 1]) == 0x80 &&
-      static_cast<unsigned char>(s[i + 2]) <= 0x8A)
+      static_cast<unsigned char>(s[i + 2]) >= 0x80 && static_cast<unsigned char>(s[i + 2]) <= 0x8A)
     return 3;  // U+2000..U+200A
   return 0;
 }
@@ -719,7 +719,10 @@ void Gemma4OutputParser::FinishToolCall(std::string_view body, ChatOutput* out) 
     std::string name(PyStrip(rest.substr(5, brace - 5)));
     auto args = ParseGemma4Arguments(rest.substr(brace));
     if (!name.empty() && args.ok() && args->is_object()) {
-      out->tool_calls.push_back(ChatToolCall{name, args->dump()});
+      // replace: text that is not valid UTF-8 must not throw out of the parser (json::dump
+      // would); it becomes U+FFFD, as everywhere else text reaches a client.
+      out->tool_calls.push_back(
+          ChatToolCall{name, args->dump(-1, ' ', false, json::error_handler_t::replace)});
       return;
     }
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -15,6 +16,9 @@ using json = nlohmann::json;
 namespace {
 
 const char* kSliding = "sliding_attention";
+// Largest width accepted for any one activation row (hidden, heads x head_dim, MLP, all layers'
+// PLE inputs): 16x the largest released Gemma-4's, far below where int products overflow.
+constexpr int64_t kMaxWidth = int64_t{1} << 20;
 const char* kFull = "full_attention";
 
 // Reads an integer field; `required` fields that are absent are an error naming the field.
@@ -25,7 +29,7 @@ Status GetInt(const json& j, const char* key, int* out, bool required, const std
   if (!j[key].is_number_integer())
     return Status::Errorf(where, ": field \"", key, "\" must be an integer, got ", j[key].dump());
   long long v = j[key].get<long long>();
-  if (v < 0 || v > 1LL << 31)
+  if (v < 0 || v > std::numeric_limits<int>::max())
     return Status::Errorf(where, ": field \"", key, "\" = ", v, " is out of range");
   *out = static_cast<int>(v);
   return OkStatus();
@@ -52,7 +56,8 @@ Status AddIds(const json& j, const char* key, std::vector<int>* ids, const std::
   if (!j.contains(key) || j[key].is_null()) return OkStatus();
   const json& v = j[key];
   auto add = [&](const json& x) -> Status {
-    if (!x.is_number_integer() || x.get<long long>() < 0)
+    if (!x.is_number_integer() || x.get<long long>() < 0 ||
+        x.get<long long>() > std::numeric_limits<int>::max())
       return Status::Errorf(where, ": \"", key, "\" holds a non-id value ", x.dump());
     int id = x.get<int>();
     if (std::find(ids->begin(), ids->end(), id) == ids->end()) ids->push_back(id);
@@ -112,7 +117,13 @@ Result<ModelConfig> ParseGemma4Config(const std::string& config_json,
                             " needs an object \"text_config\"");
     text = &outer["text_config"];
     where = where_outer + " text_config";
-    cfg.text_model_type = text->value("model_type", cfg.model_type + "_text");
+    // Not json::value(): it throws when the field is there but not a string.
+    cfg.text_model_type = cfg.model_type + "_text";
+    if (text->contains("model_type")) {
+      if (!(*text)["model_type"].is_string())
+        return Status::Errorf(where, ": \"model_type\" must be a string");
+      cfg.text_model_type = (*text)["model_type"].get<std::string>();
+    }
   } else if (cfg.model_type == "gemma4_text" || cfg.model_type == "gemma4_unified_text") {
     cfg.text_model_type = cfg.model_type;
   } else {
@@ -360,8 +371,21 @@ Result<ModelPlan> BuildGemma4Plan(const ModelConfig& cfg) {
       if (s.head_dim != lp.head_dim || s.n_heads_kv != lp.n_heads_kv)
         return Status::Errorf(lw, ": reads KV from layer ", src, " but their geometry differs");
     }
-    lp.mlp_width = cfg.intermediate_size * ((cfg.use_double_wide_mlp && shared) ? 2 : 1);
-    if (lp.mlp_width <= 0) return Status::Errorf(where, ": intermediate_size must be positive");
+    // Widths are bounded here, at the front door, so that every size the engine derives from
+    // the plan (q_dim, kv_dim, mlp_width, layers x ple_dim, rows x width in int64) fits its type.
+    const int64_t mlp_width =
+        int64_t{cfg.intermediate_size} * ((cfg.use_double_wide_mlp && shared) ? 2 : 1);
+    if (mlp_width <= 0) return Status::Errorf(where, ": intermediate_size must be positive");
+    for (auto [name, value] : {std::pair<const char*, int64_t>{"hidden_size", cfg.hidden_size},
+                               {"query width (heads x head_dim)", int64_t{lp.n_heads_q} * lp.head_dim},
+                               {"KV width (kv heads x head_dim)", int64_t{lp.n_heads_kv} * lp.head_dim},
+                               {"MLP width", mlp_width},
+                               {"per-layer input width (layers x hidden_size_per_layer_input)",
+                                int64_t{L} * plan.ple_dim}})
+      if (value > kMaxWidth)
+        return Status::Errorf(lw, ": ", name, " = ", value, " exceeds ", kMaxWidth,
+                              " (corrupt config?)");
+    lp.mlp_width = static_cast<int>(mlp_width);
     lp.ple_offset = plan.ple_dim > 0 ? i * plan.ple_dim : -1;
     if (lp.owns_kv()) {
       lp.kv_slot = static_cast<int>(plan.kv_owners.size());
