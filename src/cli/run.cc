@@ -127,6 +127,7 @@ int RunRun(int argc, char** argv) {
       tp_note = ", tp " + std::to_string(comm->size()) + ": " + std::to_string(cs.calls) + " collectives, " +
                 std::to_string(cs.seconds * 1e3 / std::max<size_t>(1, steps)) + " ms/token in them";
     }
+    std::fflush(stdout);
     std::fprintf(stderr, "[%d prompt tokens, %zu generated, prefill %.3f s, decode %.2f tok/s, %s%s]\n",
                  result.prompt_tokens, result.tokens.size(), result.prefill_seconds,
                  result.tokens.size() > 1 ? (result.tokens.size() - 1) / std::max(1e-9, result.decode_seconds) : 0.0,
