@@ -97,7 +97,7 @@ class Binder {
 
  private:
   uint8_t* Allocate(size_t bytes) {
-    w_->buffers.emplace_back(new (std::align_val_t(64)) uint8_t[bytes]);
+    w_->buffers.emplace_back(new (std::align_val_t(ModelWeights::kBufferAlign)) uint8_t[bytes]);
     w_->resident_bytes += static_cast<int64_t>(bytes);
     return w_->buffers.back().get();
   }

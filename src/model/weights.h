@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,13 @@ struct ModelWeights {
 
   // Keeps the mapped files (PLE table) and the owned buffers alive.
   std::unique_ptr<TensorStore> store;
-  std::vector<std::unique_ptr<uint8_t[]>> buffers;
+  // 64-byte aligned (SIMD tiles): freed with the matching aligned delete[] (ASan reports a
+  // new-delete-type-mismatch otherwise, and it is undefined behaviour).
+  struct AlignedDelete {
+    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(kBufferAlign)); }
+  };
+  static constexpr size_t kBufferAlign = 64;
+  std::vector<std::unique_ptr<uint8_t[], AlignedDelete>> buffers;
   // A packed artifact (model/packed_model.h) the matrices point into; null for a checkpoint.
   std::shared_ptr<const void> artifact;
 };
