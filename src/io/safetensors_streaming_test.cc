@@ -14,7 +14,7 @@ namespace {
 // in-memory one, whatever the chunk size.
 TEST(SafetensorsStreaming, SameBytesAsInMemoryWriterForAnyChunkSize) {
   std::vector<TensorToWrite> tensors;
-  int64_t seed = 1;
+  uint64_t seed = 1;  // unsigned: the LCG wraps (signed overflow is UB, and UBSan stops on it)
   for (const auto& [name, shape, dtype] :
        std::vector<std::tuple<std::string, std::vector<int64_t>, DType>>{
            {"a", {3, 5}, DType::kBF16}, {"b", {1}, DType::kF32}, {"c", {7, 9}, DType::kF16}}) {
