@@ -26,7 +26,7 @@ if [ "${G4_SKIP_TSAN:-0}" != 1 ]; then
   cmake -S "$root" -B "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DG4_TSAN=ON \
     -DG4_BUILD_BENCH=OFF >/dev/null
   cmake --build "$root/build-tsan" --target g4 g4_tests -j"$jobs"
-  (cd "$root/build-tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  (cd "$root/build-tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tools/sanitizers/tsan.supp" \
      ctest --output-on-failure -j"$jobs" --timeout 1200 -R '^(SchedulerTest|ThreadPool|server_)')
 fi
 

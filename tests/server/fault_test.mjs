@@ -19,8 +19,12 @@ const chatBody = (extra = {}) => JSON.stringify({
 async function post(url, pathname, body, init = {}) {
   return fetch(url + pathname, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body, ...init });
 }
-function rssMiB(pid) {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+function rssMiB(server) {
+  const pid = server.proc.pid;
+  let status = '';
+  try { status = readFileSync(`/proc/${pid}/status`, 'utf8'); } catch { }
+  const m = /VmRSS:\s+(\d+) kB/.exec(status);
+  if (!m) throw new Error(`g4 serve (pid ${pid}) has no resident set: it has exited (${server.proc.exitCode ?? server.proc.signalCode ?? 'not yet reaped'})`);
   return Number(m[1]) / 1024;
 }
 // Reads an SSE stream to its end: the finish_reason of the last choice that had one, whether
@@ -155,10 +159,10 @@ test('a request storm past the queue bound gets 429s and memory stays flat', asy
     return codes;
   };
   await storm();  // warm-up: allocators and thread stacks reach their working size
-  const before = rssMiB(s.proc.pid);
+  const before = rssMiB(s);
   let last;
   for (let round = 0; round < 3; round++) last = await storm();
-  const after = rssMiB(s.proc.pid);
+  const after = rssMiB(s);
   console.log(`     last storm: ${JSON.stringify(last)}; RSS ${before.toFixed(1)} -> ${after.toFixed(1)} MiB`);
   assert.ok(last[429] > 0, 'no 429 in a storm of 150 against a queue of 4');
   assert.ok(last[200] > 0);

@@ -11,6 +11,9 @@ export const g4 = process.env.G4_BIN || path.join(binaryDir, 'g4');
 export const assets = process.env.G4_ASSETS || path.join(sourceDir, 'assets');
 
 const cleanups = [];
+// Servers started by the running test: when it fails, the stderr of any that died is printed
+// (a sanitizer report or a crash message is otherwise lost).
+let startedInTest = [];
 export function atExit(fn) { cleanups.push(fn); }
 async function cleanup() { for (const fn of cleanups.reverse()) { try { await fn(); } catch { } } }
 
@@ -41,6 +44,7 @@ export async function startServer(model, flags = [], { env = {}, waitReady = tru
     proc.on('exit', () => { clearTimeout(timer); reject(new Error('g4 serve exited:\n' + log)); });
   });
   const server = { proc, url, exited, log: () => log };
+  startedInTest.push(server);
   atExit(async () => { if (proc.exitCode === null) { proc.kill('SIGKILL'); await exited; } });
   if (waitReady) await waitHealthy(url);
   return server;
@@ -71,23 +75,38 @@ export async function metric(url, name, labels = '', headers = {}) {
   return undefined;
 }
 
+// A sanitizer report from its first line, else the end of the log.
+function excerpt(log) {
+  const at = log.search(/WARNING: ThreadSanitizer|ERROR: AddressSanitizer|runtime error:/);
+  return at >= 0 ? log.slice(at, at + 12000) : log.slice(-6000);
+}
+
 // Minimal runner: named async tests, run in order; failures are collected and reported.
 const tests = [];
 export function test(name, fn) { tests.push({ name, fn }); }
 export async function run(title) {
-  let failed = 0;
+  let failed = 0, ran = 0;
   const t0 = Date.now();
   for (const { name, fn } of tests) {
+    // G4_TEST_FILTER=substring runs only the matching tests (for reproducing one failure).
+    if (process.env.G4_TEST_FILTER && !name.includes(process.env.G4_TEST_FILTER)) continue;
     const t = Date.now();
+    ran++;
     try {
       await fn();
       console.log(`ok   ${name} (${Date.now() - t} ms)`);
     } catch (e) {
       failed++;
       console.log(`FAIL ${name}: ${e && e.stack ? e.stack : e}`);
+      for (const s of startedInTest) {
+        if (s.proc.exitCode !== null && s.proc.exitCode !== 0 || s.proc.signalCode) {
+          console.log(`     g4 serve (pid ${s.proc.pid}) ended with ${s.proc.exitCode ?? s.proc.signalCode}; its stderr:\n` + excerpt(s.log()));
+        }
+      }
     }
+    startedInTest = [];
   }
-  console.log(`${title}: ${tests.length - failed}/${tests.length} passed in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  console.log(`${title}: ${ran - failed}/${ran} passed in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   await cleanup();
   process.exit(failed ? 1 : 0);
 }
