@@ -7,15 +7,14 @@
 #include <cstring>
 #include <fstream>
 
+#include "testing/checkpoints.h"
+
 namespace g4 {
 namespace {
 
+// Removed when the test process exits (tests/testing/checkpoints.h).
 std::string TempDir() {
-  std::string dir = ::testing::TempDir() + "g4_st_" + std::to_string(::getpid()) + "_" +
-                    ::testing::UnitTest::GetInstance()->current_test_info()->name();
-  std::string cmd = "rm -rf '" + dir + "' && mkdir -p '" + dir + "'";
-  EXPECT_EQ(std::system(cmd.c_str()), 0);
-  return dir;
+  return TestTempDir(Str("safetensors_", ::testing::UnitTest::GetInstance()->current_test_info()->name()));
 }
 
 TensorToWrite Tensor(const std::string& name, std::vector<int64_t> shape) {

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "base/mapped_file.h"
+#include "testing/checkpoints.h"
 #include "tokenizer_assets.h"
 
 namespace g4 {
@@ -214,7 +215,7 @@ TEST(IncrementalDecoder, StreamEqualsDecodeAndNeverSplitsCharacters) {
 class TinyTokenizer : public ::testing::Test {
  protected:
   std::string Write(const std::string& name, const std::string& contents) {
-    std::string path = ::testing::TempDir() + "g4_tok_" + name;
+    std::string path = TestTempDir("tiny_tokenizer_" + name) + "/tokenizer.json";  // one fresh dir per file
     EXPECT_TRUE(WriteFileAtomic(path, contents).ok());
     return path;
   }
