@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <functional>
 #include "testing/checkpoints.h"
+#include "testing/compare.h"
 
 namespace g4 {
 namespace {
@@ -41,15 +42,6 @@ std::vector<std::vector<float>> EngineLogits(Model& model, const std::vector<int
   return out;
 }
 
-template <class A, class B>
-double MaxDiff(const std::vector<std::vector<A>>& a, const std::vector<std::vector<B>>& b) {
-  double m = 0;
-  EXPECT_EQ(a.size(), b.size());
-  for (size_t r = 0; r < std::min(a.size(), b.size()); ++r)
-    for (size_t i = 0; i < a[r].size(); ++i) m = std::max(m, std::abs(static_cast<double>(a[r][i]) - b[r][i]));
-  return m;
-}
-
 class EngineVsReference : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EngineVsReference, TeacherForcedLogitsAndGreedyTokens) {
@@ -68,10 +60,10 @@ TEST_P(EngineVsReference, TeacherForcedLogitsAndGreedyTokens) {
   auto ref64 = (*ref)->Logits<double>(prompt);
   auto ref32 = (*ref)->Logits<float>(prompt);
   ASSERT_TRUE(ref64.ok() && ref32.ok());
-  const double floor = MaxDiff(*ref32, *ref64);
+  const double floor = MaxAbsDiff(*ref32, *ref64);
   const double tol = std::max(2e-3, 5 * floor);
   auto engine = EngineLogits(**model, prompt, 16);
-  const double diff = MaxDiff(engine, *ref64);
+  const double diff = MaxAbsDiff(engine, *ref64);
   std::printf("[%s] prompt %zu tokens, window %d: noise floor %.2e, engine vs float64 %.2e (tol %.1e)\n",
               GetParam().c_str(), prompt.size(), window, floor, diff, tol);
   EXPECT_LT(diff, tol);
@@ -115,7 +107,7 @@ TEST_P(EngineVsReference, PrefillChunksEqualTokenByTokenDecode) {
   const auto whole = EngineLogits(**model, prompt, static_cast<int>(prompt.size()));
   for (int chunk : {1, 3, window - 1, window, window + 1}) {
     const auto chunked = EngineLogits(**model, prompt, chunk);
-    EXPECT_LT(MaxDiff(chunked, whole), 1e-4) << "chunk " << chunk;
+    EXPECT_LT(MaxAbsDiff(chunked, whole), 1e-4) << "chunk " << chunk;
   }
 }
 
@@ -128,13 +120,13 @@ TEST_P(EngineVsReference, ShardedAndPerLayerConfigCopiesAgree) {
   auto a = Model::Load(base), b = Model::Load(sharded), c = Model::Load(per_layer);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   const auto la = EngineLogits(**a, prompt, 8);
-  EXPECT_EQ(MaxDiff(la, EngineLogits(**b, prompt, 8)), 0.0);
-  EXPECT_EQ(MaxDiff(la, EngineLogits(**c, prompt, 8)), 0.0);
+  EXPECT_EQ(MaxAbsDiff(la, EngineLogits(**b, prompt, 8)), 0.0);
+  EXPECT_EQ(MaxAbsDiff(la, EngineLogits(**c, prompt, 8)), 0.0);
   auto ref = reference::ReferenceModel::Load(per_layer);
   ASSERT_TRUE(ref.ok());
   auto r = (*ref)->Logits<double>(prompt);
   ASSERT_TRUE(r.ok());
-  EXPECT_LT(MaxDiff(la, *r), 2e-3);
+  EXPECT_LT(MaxAbsDiff(la, *r), 2e-3);
 }
 
 TEST_P(EngineVsReference, BatchedRowsOfTwoSequencesEqualSeparateRuns) {
@@ -166,8 +158,8 @@ TEST_P(EngineVsReference, BatchedRowsOfTwoSequencesEqualSeparateRuns) {
     for (size_t r = 0; r < rows.size(); ++r)
       (owner[r] == 1 ? got1 : got2).emplace_back(logits.begin() + r * plan.vocab, logits.begin() + (r + 1) * plan.vocab);
   }
-  EXPECT_LT(MaxDiff(got1, alone1), 1e-5);
-  EXPECT_LT(MaxDiff(got2, alone2), 1e-5);
+  EXPECT_LT(MaxAbsDiff(got1, alone1), 1e-5);
+  EXPECT_LT(MaxAbsDiff(got2, alone2), 1e-5);
 }
 
 TEST_P(EngineVsReference, LayerScalarMatters) {
@@ -178,26 +170,10 @@ TEST_P(EngineVsReference, LayerScalarMatters) {
   const auto with = EngineLogits(**model, prompt, 4);
   (*model)->set_skip_layer_scalar(true);
   const auto without = EngineLogits(**model, prompt, 4);
-  EXPECT_GT(MaxDiff(with, without), 0.5);
+  EXPECT_GT(MaxAbsDiff(with, without), 0.5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, EngineVsReference, ::testing::Values("e2b", "e4b", "12b"));
-
-// Rewrites dir's weights into dst as one model.safetensors; `edit` may change a tensor's shape or
-// return false to drop it.
-Status Rewrite(const std::string& src, const std::string& dst,
-               const std::function<bool(TensorToWrite&)>& edit) {
-  G4_RETURN_IF_ERROR(CopyCheckpoint(src, dst));
-  G4_ASSIGN_OR_RETURN(auto store, TensorStore::OpenDir(src));
-  std::vector<TensorToWrite> out;
-  for (const std::string& name : store->Names()) {
-    const TensorView* t = store->Find(name);
-    TensorToWrite w{name, t->dtype, t->shape, std::vector<uint8_t>(t->data, t->data + t->bytes)};
-    if (edit(w)) out.push_back(std::move(w));
-  }
-  std::remove((dst + "/model.safetensors.index.json").c_str());
-  return WriteSafetensors(dst + "/model.safetensors", out);
-}
 
 // Broken checkpoints: a precise error naming the tensor and expected vs found, never a crash.
 TEST(EngineLoad, BrokenCheckpointsGiveNamedErrors) {
@@ -206,14 +182,14 @@ TEST(EngineLoad, BrokenCheckpointsGiveNamedErrors) {
   const std::string q = "model.language_model.layers.2.self_attn.q_proj.weight";
   {
     const std::string d = TestTempDir("no_layer_scalar");
-    ASSERT_TRUE(Rewrite(dir, d, [&](TensorToWrite& t) { return t.name != scalar; }).ok());
+    ASSERT_TRUE(RewriteCheckpoint(dir, d, [&](TensorToWrite& t) { return t.name != scalar; }).ok());
     auto m = Model::Load(d);
     ASSERT_FALSE(m.ok());
     EXPECT_NE(m.status().message().find("missing tensor " + scalar), std::string::npos) << m.status().message();
   }
   {
     const std::string d = TestTempDir("wrong_shape");
-    ASSERT_TRUE(Rewrite(dir, d, [&](TensorToWrite& t) {
+    ASSERT_TRUE(RewriteCheckpoint(dir, d, [&](TensorToWrite& t) {
                   if (t.name == q) std::swap(t.shape[0], t.shape[1]);
                   return true;
                 }).ok());
@@ -257,7 +233,7 @@ TEST(EngineLoad, SharedLayersIgnoreTheirStoredKv) {
   auto perturbed = Model::Load(d);
   ASSERT_TRUE(perturbed.ok());
   const std::vector<int> prompt = Prompt(20, 512, 9);
-  EXPECT_EQ(MaxDiff(EngineLogits(**model, prompt, 5), EngineLogits(**perturbed, prompt, 5)), 0.0);
+  EXPECT_EQ(MaxAbsDiff(EngineLogits(**model, prompt, 5), EngineLogits(**perturbed, prompt, 5)), 0.0);
 }
 
 }  // namespace

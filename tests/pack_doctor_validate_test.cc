@@ -220,21 +220,6 @@ TEST(ValidateCatches, CorruptedWeightWithFixedChecksumAndPlainFlip) {
 // ------------------------------------------------------------------------------------------------
 // Doctor
 
-// Rewrites dir's weights into dst as one model.safetensors; `edit` may change a tensor or return
-// false to drop it.
-Status Rewrite(const std::string& src, const std::string& dst, const std::function<bool(TensorToWrite&)>& edit) {
-  G4_RETURN_IF_ERROR(CopyCheckpoint(src, dst));
-  G4_ASSIGN_OR_RETURN(auto store, TensorStore::OpenDir(src));
-  std::vector<TensorToWrite> out;
-  for (const std::string& name : store->Names()) {
-    const TensorView* t = store->Find(name);
-    TensorToWrite w{name, t->dtype, t->shape, std::vector<uint8_t>(t->data, t->data + t->bytes)};
-    if (edit(w)) out.push_back(std::move(w));
-  }
-  std::remove((dst + "/model.safetensors.index.json").c_str());
-  return WriteSafetensors(dst + "/model.safetensors", out);
-}
-
 TEST(Doctor, HealthyCheckpointPasses) {
   G4Run r = RunG4("doctor --model " + TinyCheckpoint("e2b", {.vocab = 512}));
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -275,7 +260,7 @@ TEST(Doctor, NamesTheCauseOfEachBrokenCheckpoint) {
        },
        1, {"FAIL  tokenizer", "Gemma-3"}},
       {"no_layer_scalar",
-       [&](auto s, auto d) { ASSERT_TRUE(Rewrite(s, d, [&](TensorToWrite& t) { return t.name != scalar; }).ok()); }, 1,
+       [&](auto s, auto d) { ASSERT_TRUE(RewriteCheckpoint(s, d, [&](TensorToWrite& t) { return t.name != scalar; }).ok()); }, 1,
        {"FAIL  layer_scalar", scalar}},
       {"layer_scalar_ones",
        [](auto s, auto d) {
@@ -288,7 +273,7 @@ TEST(Doctor, NamesTheCauseOfEachBrokenCheckpoint) {
        0, {"WARN  layer_scalar", "exactly 1.0"}},
       {"wrong_shape",
        [&](auto s, auto d) {
-         ASSERT_TRUE(Rewrite(s, d, [&](TensorToWrite& t) {
+         ASSERT_TRUE(RewriteCheckpoint(s, d, [&](TensorToWrite& t) {
                        if (t.name == q) std::swap(t.shape[0], t.shape[1]);
                        return true;
                      }).ok());

@@ -12,27 +12,10 @@
 #include "model/arch/gemma4.h"
 #include "reference/reference.h"
 #include "testing/checkpoints.h"
+#include "testing/compare.h"
 
 namespace g4 {
 namespace {
-
-std::vector<int> Prompt(int n, int vocab, uint32_t seed = 11) {
-  std::vector<int> ids = {2};
-  uint32_t s = seed;
-  while (static_cast<int>(ids.size()) < n) {
-    s = s * 1664525u + 1013904223u;
-    ids.push_back(static_cast<int>(s >> 8) % vocab);
-  }
-  return ids;
-}
-
-double MaxAbsDiff(const std::vector<std::vector<double>>& a,
-                  const std::vector<std::vector<double>>& b) {
-  double d = 0;
-  for (size_t t = 0; t < a.size(); ++t)
-    for (size_t v = 0; v < a[t].size(); ++v) d = std::max(d, std::fabs(a[t][v] - b[t][v]));
-  return d;
-}
 
 TEST(Synth, FullPresetsHaveTheRealParameterCounts) {
   // Spec §7: total text parameters (stored), shared layers' K/V included.
@@ -118,7 +101,7 @@ TEST(Synth, ShardsAndPerLayerConfigGiveIdenticalReferenceLogits) {
     flat.vocab = sharded.vocab = per_layer.vocab = 4096;
     sharded.shards = 2;
     per_layer.config_form = SynthConfigForm::kPerLayer;
-    const auto ids = Prompt(20, 4096);
+    const auto ids = LcgPrompt(20, 4096, 11);
     std::vector<std::vector<double>> first;
     for (const SynthOptions& o : {flat, sharded, per_layer}) {
       const std::string dir = TinyCheckpoint(preset, o);
@@ -150,7 +133,7 @@ TEST_P(SynthConditioning, TinyPresetIsWellConditionedAndDecisive) {
   const std::string dir = TinyCheckpoint(preset);
   auto model = reference::ReferenceModel::Load(dir);
   ASSERT_TRUE(model.ok()) << model.status().message();
-  const auto ids = Prompt(40, 262144);
+  const auto ids = LcgPrompt(40, 262144, 11);
   auto f64 = (*model)->Logits<double>(ids);
   auto f32 = (*model)->Logits<float>(ids);
   ASSERT_TRUE(f64.ok() && f32.ok());
@@ -163,7 +146,7 @@ TEST_P(SynthConditioning, TinyPresetIsWellConditionedAndDecisive) {
   // Greedy from a prompt longer than every window.
   int window = 0;
   for (const auto& l : (*model)->layers()) window = std::max(window, l.window);
-  const auto prompt = Prompt(window + 4, 262144, 23);
+  const auto prompt = LcgPrompt(window + 4, 262144, 23);
   auto trace = (*model)->GreedyTrace(prompt, 32);
   ASSERT_TRUE(trace.ok());
   double min_gap = 1e9;

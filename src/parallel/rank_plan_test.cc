@@ -8,71 +8,14 @@
 #include <nlohmann/json.hpp>
 
 #include "model/arch/gemma4.h"
+#include "testing/real_configs.h"
 
 namespace g4 {
 namespace {
 
 using json = nlohmann::json;
 
-json Types(int layers, int period) {
-  json t = json::array();
-  for (int i = 0; i < layers; ++i) t.push_back((i + 1) % period == 0 ? "full_attention" : "sliding_attention");
-  return t;
-}
-
-// Published text_config values (spec §1.1), as in model/plan_test.cc.
-json E2BText() {
-  json rope = {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 10000.0}}},
-               {"full_attention",
-                {{"rope_type", "proportional"}, {"partial_rotary_factor", 0.25}, {"rope_theta", 1000000.0}}}};
-  return {{"model_type", "gemma4_text"}, {"vocab_size", 262144}, {"hidden_size", 1536},
-          {"intermediate_size", 6144}, {"use_double_wide_mlp", true}, {"num_hidden_layers", 35},
-          {"num_attention_heads", 8}, {"num_key_value_heads", 1}, {"num_global_key_value_heads", nullptr},
-          {"head_dim", 256}, {"global_head_dim", 512}, {"attention_k_eq_v", false},
-          {"layer_types", Types(35, 5)}, {"sliding_window", 512}, {"num_kv_shared_layers", 20},
-          {"hidden_size_per_layer_input", 256}, {"vocab_size_per_layer_input", 262144},
-          {"final_logit_softcapping", 30.0}, {"rms_norm_eps", 1e-6},
-          {"hidden_activation", "gelu_pytorch_tanh"}, {"max_position_embeddings", 131072},
-          {"tie_word_embeddings", true}, {"rope_parameters", rope}};
-}
-json E4BText() {
-  json t = E2BText();
-  t["hidden_size"] = 2560;
-  t["intermediate_size"] = 10240;
-  t["use_double_wide_mlp"] = false;
-  t["num_hidden_layers"] = 42;
-  t["num_key_value_heads"] = 2;
-  t["layer_types"] = Types(42, 6);
-  t["num_kv_shared_layers"] = 18;
-  return t;
-}
-json B12Text() {
-  json t = E2BText();
-  t["model_type"] = "gemma4_unified_text";
-  t["hidden_size"] = 3840;
-  t["intermediate_size"] = 15360;
-  t["use_double_wide_mlp"] = false;
-  t["num_hidden_layers"] = 48;
-  t["num_attention_heads"] = 16;
-  t["num_key_value_heads"] = 8;
-  t["num_global_key_value_heads"] = 1;
-  t["attention_k_eq_v"] = true;
-  t["layer_types"] = Types(48, 6);
-  t["sliding_window"] = 1024;
-  t["num_kv_shared_layers"] = 0;
-  t["hidden_size_per_layer_input"] = 0;
-  t["max_position_embeddings"] = 262144;
-  return t;
-}
-
-ModelPlan Plan(const json& text) {
-  json outer = {{"model_type", "gemma4"}, {"text_config", text}, {"eos_token_id", {1, 106}}};
-  auto cfg = ParseGemma4Config(outer.dump(), "", "test");
-  EXPECT_TRUE(cfg.ok()) << cfg.status().message();
-  auto plan = BuildGemma4Plan(*cfg);
-  EXPECT_TRUE(plan.ok()) << plan.status().message();
-  return *plan;
-}
+ModelPlan Plan(const json& text) { return PlanOfConfig(OuterConfig(text)); }
 
 std::vector<ModelPlan> Ranks(const ModelPlan& full, int tp) {
   std::vector<ModelPlan> out;
@@ -85,7 +28,9 @@ std::vector<ModelPlan> Ranks(const ModelPlan& full, int tp) {
 }
 
 // The local KV head that forward.cc's attention reads for local query head h.
-int LocalKv(const LayerPlan& l, int h) { return (l.q_head_offset + h) / l.group_size - l.kv_head_offset; }
+int LocalKv(const LayerPlan& l, int h) {
+  return (l.q_head_offset + h) / l.group_size - l.kv_head_offset;
+}
 
 // Every query head of the full model is on exactly one rank and reads, there, the KV head the
 // unsharded model gives it; KV heads are held where needed; MLP rows partition the width.
@@ -119,7 +64,8 @@ void CheckInvariants(const ModelPlan& full, int tp) {
         const int local_kv = LocalKv(l, h);
         ASSERT_GE(local_kv, 0);
         ASSERT_LT(local_kv, l.n_heads_kv);
-        EXPECT_EQ(l.kv_head_offset + local_kv, global_q / f.group_size) << "rank " << r << " head " << h;
+        EXPECT_EQ(l.kv_head_offset + local_kv, global_q / f.group_size)
+            << "rank " << r << " head " << h;
       }
       for (int c = 0; c < l.mlp_width; ++c) mlp_seen[l.mlp_offset + c]++;
     }
@@ -136,21 +82,21 @@ void CheckInvariants(const ModelPlan& full, int tp) {
 }
 
 TEST(RankPlan, InvariantsOnEveryModelAndRankCount) {
-  for (const json& text : {E2BText(), E4BText(), B12Text()}) {
+  for (const json& text : {E2BTextConfig(), E4BTextConfig(), B12TextConfig()}) {
     const ModelPlan full = Plan(text);
     for (int tp : SupportedTensorParallel(full)) CheckInvariants(full, tp);
   }
 }
 
 TEST(RankPlan, SupportedRankCounts) {
-  EXPECT_EQ(SupportedTensorParallel(Plan(E2BText())), (std::vector<int>{1, 2, 4, 8}));
-  EXPECT_EQ(SupportedTensorParallel(Plan(E4BText())), (std::vector<int>{1, 2, 4, 8}));
-  EXPECT_EQ(SupportedTensorParallel(Plan(B12Text())), (std::vector<int>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(SupportedTensorParallel(Plan(E2BTextConfig())), (std::vector<int>{1, 2, 4, 8}));
+  EXPECT_EQ(SupportedTensorParallel(Plan(E4BTextConfig())), (std::vector<int>{1, 2, 4, 8}));
+  EXPECT_EQ(SupportedTensorParallel(Plan(B12TextConfig())), (std::vector<int>{1, 2, 4, 8, 16}));
 }
 
 // E2B: MQA (one KV head) everywhere, so K/V are replicated on every layer, owners and shared.
 TEST(RankPlan, E2BReplicatesTheSingleKvHead) {
-  const ModelPlan full = Plan(E2BText());
+  const ModelPlan full = Plan(E2BTextConfig());
   for (int r = 0; r < 2; ++r) {
     auto p = BuildRankPlan(full, r, 2);
     ASSERT_TRUE(p.ok());
@@ -172,7 +118,7 @@ TEST(RankPlan, E2BReplicatesTheSingleKvHead) {
 // E4B: 8 q / 2 kv. TP=2 shards K/V (one KV head per rank, group_size stays 4); TP=4 cannot
 // shard two KV heads, so it replicates them and each rank's 2 query heads pick theirs.
 TEST(RankPlan, E4BShardsAtTwoAndReplicatesAtFour) {
-  const ModelPlan full = Plan(E4BText());
+  const ModelPlan full = Plan(E4BTextConfig());
   for (int r = 0; r < 2; ++r) {
     auto p = BuildRankPlan(full, r, 2);
     ASSERT_TRUE(p.ok());
@@ -198,7 +144,7 @@ TEST(RankPlan, E4BShardsAtTwoAndReplicatesAtFour) {
 
 // 12B: sliding layers (8 KV heads) shard, global layers (one K=V head) replicate, in one model.
 TEST(RankPlan, B12ShardsSlidingAndReplicatesGlobal) {
-  const ModelPlan full = Plan(B12Text());
+  const ModelPlan full = Plan(B12TextConfig());
   int sharded = 0, replicated = 0;
   for (int r = 0; r < 2; ++r) {
     auto p = BuildRankPlan(full, r, 2);
@@ -230,7 +176,7 @@ TEST(RankPlan, B12ShardsSlidingAndReplicatesGlobal) {
 // The naive split (group count divided by tp too) maps query heads to the wrong KV heads: on
 // E4B TP=2 with K/V sharded, local heads 2 and 3 would read a KV head the rank does not hold.
 TEST(RankPlan, NaiveGroupDivisionIsWrong) {
-  const ModelPlan full = Plan(E4BText());
+  const ModelPlan full = Plan(E4BTextConfig());
   auto p = BuildRankPlan(full, 0, 2);
   ASSERT_TRUE(p.ok());
   const LayerPlan& l = p->layers[0];
@@ -241,7 +187,7 @@ TEST(RankPlan, NaiveGroupDivisionIsWrong) {
 }
 
 TEST(RankPlan, UnsupportedRankCountsSayWhy) {
-  const ModelPlan e2b = Plan(E2BText());
+  const ModelPlan e2b = Plan(E2BTextConfig());
   Status st = CheckTensorParallel(e2b, 3);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("8 query heads"), std::string::npos) << st.message();
@@ -249,13 +195,13 @@ TEST(RankPlan, UnsupportedRankCountsSayWhy) {
   EXPECT_FALSE(BuildRankPlan(e2b, 0, 16).ok());
   EXPECT_FALSE(CheckTensorParallel(e2b, 0).ok());
   EXPECT_FALSE(BuildRankPlan(e2b, 2, 2).ok());
-  st = CheckTensorParallel(Plan(B12Text()), 32);
+  st = CheckTensorParallel(Plan(B12TextConfig()), 32);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("16 query heads"), std::string::npos) << st.message();
 }
 
 TEST(RankPlan, LmHeadOnRankZero) {
-  const ModelPlan full = Plan(E2BText());
+  const ModelPlan full = Plan(E2BTextConfig());
   auto r0 = BuildRankPlan(full, 0, 2, {.lm_head = LmHeadPlacement::kRank0});
   auto r1 = BuildRankPlan(full, 1, 2, {.lm_head = LmHeadPlacement::kRank0});
   ASSERT_TRUE(r0.ok() && r1.ok());
@@ -266,7 +212,7 @@ TEST(RankPlan, LmHeadOnRankZero) {
 // Capacity: the split parts halve, the replicated parts (PLE block, norms, replicated K/V) do
 // not, and the 12B's per-rank KV per token is its sharded sliding heads plus the whole global head.
 TEST(RankPlan, MemoryPerRank) {
-  const ModelPlan full = Plan(B12Text());
+  const ModelPlan full = Plan(B12TextConfig());
   const RankMemory one = EstimateRankMemory(full);
   auto r0 = BuildRankPlan(full, 0, 2);
   ASSERT_TRUE(r0.ok());

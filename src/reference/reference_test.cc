@@ -13,27 +13,10 @@
 #include "model/arch/gemma4.h"
 #include "model/synth.h"
 #include "testing/checkpoints.h"
+#include "testing/compare.h"
 
 namespace g4::reference {
 namespace {
-
-std::vector<int> Prompt(int n, int vocab, uint32_t seed = 7) {
-  std::vector<int> ids = {2};
-  uint32_t s = seed;
-  while (static_cast<int>(ids.size()) < n) {
-    s = s * 1664525u + 1013904223u;
-    ids.push_back(static_cast<int>(s >> 8) % vocab);
-  }
-  return ids;
-}
-
-double MaxAbsDiff(const std::vector<std::vector<double>>& a,
-                  const std::vector<std::vector<double>>& b) {
-  double d = 0;
-  for (size_t t = 0; t < a.size(); ++t)
-    for (size_t v = 0; v < a[t].size(); ++v) d = std::max(d, std::fabs(a[t][v] - b[t][v]));
-  return d;
-}
 
 TEST(ReferenceRope, ProportionalRotatesExactlyPairsJAndJPlus256On512DimHeads) {
   // Full layers: head_dim 512, partial_rotary_factor 0.25 -> 64 pairs (j, j+256), exponent / 512.
@@ -168,7 +151,7 @@ TEST(ReferencePitfalls, SlidingWindowShowsDistanceWMinus1AndHidesW) {
   const LayerFacts& f = (*model)->layers()[0];
   ASSERT_TRUE(f.sliding);
   const int W = f.window, q = W + 5, n = q + 2;
-  const std::vector<int> ids = Prompt(n, 512);
+  const std::vector<int> ids = LcgPrompt(n, 512, 7);
 
   // Layer 0's attention output at queries q-1 and q, with the K of token q-W perturbed or not.
   auto attention_at = [&](bool perturb, int key_pos, int layer) {
@@ -249,7 +232,7 @@ TEST(ReferencePitfalls, KEqVTakesVFromTheRawKProjOutput) {
       }
     }
   };
-  auto logits = (*model)->Logits<double>(Prompt(6, 512), &hooks);
+  auto logits = (*model)->Logits<double>(LcgPrompt(6, 512, 7), &hooks);
   ASSERT_TRUE(logits.ok());
   EXPECT_GT(checked_keqv, 0);
   EXPECT_GT(checked_plain, 0);
@@ -265,7 +248,7 @@ TEST(ReferencePitfalls, RemovingLayerScalarChangesTheOutput) {
   o.ignore_layer_scalar = true;
   auto without = ReferenceModel::Load(dir, o);
   ASSERT_TRUE(with.ok() && without.ok());
-  const auto ids = Prompt(12, 512);
+  const auto ids = LcgPrompt(12, 512, 7);
   auto a = (*with)->Logits<double>(ids);
   auto b = (*without)->Logits<double>(ids);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -285,7 +268,7 @@ TEST(ReferencePitfalls, SharedLayersIgnoreTheirOwnStoredKV) {
     }
   ASSERT_GE(shared, 0);
   const int source = layers[shared].kv_source;
-  const auto ids = Prompt(14, 512);
+  const auto ids = LcgPrompt(14, 512, 7);
   auto base = (*base_model)->Logits<double>(ids);
   ASSERT_TRUE(base.ok());
 
@@ -330,7 +313,7 @@ TEST(ReferencePitfalls, EmbeddingScalesAreRoundedToTheWeightDType) {
     ASSERT_EQ((*model)->config().ple_dim, 24);
     EXPECT_EQ((*model)->embedding_scale(), scales.first) << DTypeName(dtype);
     EXPECT_EQ((*model)->ple_scale(), scales.second) << DTypeName(dtype);
-    auto logits = (*model)->Logits<double>(Prompt(4, 512));
+    auto logits = (*model)->Logits<double>(LcgPrompt(4, 512, 7));
     ASSERT_TRUE(logits.ok());
   }
 }

@@ -201,4 +201,18 @@ Status CopyCheckpoint(const std::string& src, const std::string& dst, const Tens
   return WriteSafetensors(dst + "/model.safetensors", out, {{"format", "pt"}});
 }
 
+Status RewriteCheckpoint(const std::string& src, const std::string& dst,
+                         const std::function<bool(TensorToWrite&)>& edit) {
+  G4_RETURN_IF_ERROR(CopyCheckpoint(src, dst));
+  G4_ASSIGN_OR_RETURN(auto store, TensorStore::OpenDir(src));
+  std::vector<TensorToWrite> out;
+  for (const std::string& name : store->Names()) {
+    const TensorView* t = store->Find(name);
+    TensorToWrite w{name, t->dtype, t->shape, std::vector<uint8_t>(t->data, t->data + t->bytes)};
+    if (edit(w)) out.push_back(std::move(w));
+  }
+  std::remove((dst + "/model.safetensors.index.json").c_str());
+  return WriteSafetensors(dst + "/model.safetensors", out);
+}
+
 }  // namespace g4

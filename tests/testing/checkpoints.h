@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "io/safetensors.h"
 #include "model/synth.h"
 
 namespace g4 {
@@ -41,5 +42,11 @@ std::string TestTempDir(const std::string& name);
 using TensorEdit = std::function<bool(const std::string& name, std::vector<float>& values)>;
 Status CopyCheckpoint(const std::string& src, const std::string& dst,
                       const TensorEdit& edit = nullptr);
+
+// Copies checkpoint `src` to `dst` with its weights rewritten as one model.safetensors, raw bytes
+// as stored: `edit` sees each tensor and may change its name, shape or bytes, or return false to
+// drop it. For checkpoints with missing or mis-shaped tensors.
+Status RewriteCheckpoint(const std::string& src, const std::string& dst,
+                         const std::function<bool(TensorToWrite&)>& edit);
 
 }  // namespace g4
