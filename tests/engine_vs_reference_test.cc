@@ -238,3 +238,41 @@ TEST(EngineLoad, SharedLayersIgnoreTheirStoredKv) {
 
 }  // namespace
 }  // namespace g4
+
+namespace g4 {
+namespace {
+
+// Malformed batches are refused before any cache is written, whatever the order of the rows.
+TEST(EngineForward, RefusesMalformedBatchesAndLeavesCachesUntouched) {
+  auto model = Model::Load(TinyCheckpoint("e2b", {.vocab = 512}));
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const ModelPlan& plan = (*model)->plan();
+  KvCache a(plan, 16, 4), b(plan, 16, 4);
+  Activations act;
+  std::vector<float> logits(static_cast<size_t>(8) * plan.vocab);
+  auto refuse = [&](const std::vector<BatchRow>& rows, const std::string& why) {
+    Status st = (*model)->Forward(rows, act, logits.data());
+    EXPECT_FALSE(st.ok()) << why;
+    EXPECT_NE(st.message().find(why), std::string::npos) << st.message();
+    EXPECT_EQ(a.n_past(), 0);
+    EXPECT_EQ(b.n_past(), 0);
+  };
+  refuse({{2, 1, &a, true}}, "but its cache expects 0");
+  refuse({{2, 0, &a, false}, {3, 2, &a, true}}, "but its cache expects 1");
+  refuse({{2, 0, &a, false}, {2, 0, &b, false}, {3, 1, &a, true}}, "rows must be consecutive");
+  refuse({{2, 0, &a, false}, {3, 1, &a, false}, {4, 2, &a, false}, {5, 3, &a, false}, {6, 4, &a, true}},
+         "more than 4 rows");
+  refuse({{plan.vocab, 0, &a, true}}, "outside the vocabulary");
+  refuse({{2, 0, nullptr, true}}, "has no KV cache");
+
+  // The same rows, well formed: two sequences side by side, then one decode row each.
+  ASSERT_TRUE((*model)->Forward({{2, 0, &a, false}, {3, 1, &a, true}, {2, 0, &b, true}}, act, logits.data()).ok());
+  EXPECT_EQ(a.n_past(), 2);
+  EXPECT_EQ(b.n_past(), 1);
+  ASSERT_TRUE((*model)->Forward({{4, 1, &b, true}, {4, 2, &a, true}}, act, logits.data()).ok());
+  EXPECT_EQ(a.n_past(), 3);
+  EXPECT_EQ(b.n_past(), 2);
+}
+
+}  // namespace
+}  // namespace g4

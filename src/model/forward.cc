@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <map>
 
 #include "base/half.h"
 #include "base/mapped_file.h"
@@ -321,21 +320,26 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
     return Status::Errorf("Forward: this model is rank ", plan_.tp_rank, " of ", plan_.tp_size,
                           " and needs a communicator of that size (set_communicator)");
   // Validate before touching any cache: rows of one cache are consecutive from its n_past.
-  std::map<KvCache*, std::pair<int64_t, int>> next;  // cache -> (next position, rows so far)
+  // Rows of one cache are consecutive in the batch (decode: one row each; prefill: a run), so
+  // comparing with the previous row is enough and allocates nothing on the decode path.
   for (int r = 0; r < n; ++r) {
     const BatchRow& row = rows[r];
     if (!row.cache) return Status::Errorf("Forward: row ", r, " has no KV cache");
     if (row.token < 0 || row.token >= plan_.vocab)
       return Status::Errorf("token id ", row.token, " is outside the vocabulary [0, ", plan_.vocab, ")");
-    auto [it, fresh] = next.try_emplace(row.cache, row.cache->n_past(), 0);
-    if (row.pos != it->second.first)
-      return Status::Errorf("Forward: row ", r, " is at position ", row.pos, " but its cache expects ",
-                            it->second.first);
+    const bool continues = r > 0 && rows[r - 1].cache == row.cache;
+    const int64_t expected = continues ? rows[r - 1].pos + 1 : row.cache->n_past();
+    if (!continues)
+      for (int q = 0; q < r - 1; ++q)
+        if (rows[q].cache == row.cache)
+          return Status::Errorf("Forward: row ", r, " continues the sequence of row ", q,
+                                " after other rows; a sequence's rows must be consecutive");
+    if (row.pos != expected)
+      return Status::Errorf("Forward: row ", r, " is at position ", row.pos, " but its cache expects ", expected);
     if (row.pos >= row.cache->max_context())
       return Status::Errorf("position ", row.pos, " is past the context size ", row.cache->max_context());
-    if (++it->second.second > row.cache->max_chunk())
+    if (row.pos - row.cache->n_past() + 1 > row.cache->max_chunk())
       return Status::Errorf("Forward: more than ", row.cache->max_chunk(), " rows for one sequence in one call");
-    it->second.first++;
   }
 
   const ModelWeights& w = *weights_;
@@ -465,7 +469,8 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
               act.logits_in.data() + static_cast<size_t>(m++) * H);
   if (m > 0) LmHead(m, act, logits);
 
-  for (const auto& [cache, state] : next) cache->set_n_past(state.first);
+  for (int r = 0; r < n; ++r)
+    if (r + 1 == n || rows[r + 1].cache != rows[r].cache) rows[r].cache->set_n_past(rows[r].pos + 1);
   return OkStatus();
 }
 

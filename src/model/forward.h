@@ -58,7 +58,7 @@ class Model {
 
   // Runs the rows, writes their K/V into their caches and stores the raw (pre-softcap) logits
   // of the rows with want_logits, in row order, into logits[n_wanted * vocab].
-  // Rows of one cache must be consecutive positions starting at that cache's n_past, at most
+  // Rows of one cache must be adjacent in `rows`, at consecutive positions from that cache's n_past, at most
   // cache->max_chunk() of them, below its max_context.
   Status Forward(const std::vector<BatchRow>& rows, Activations& act, float* logits);
 
