@@ -9,6 +9,7 @@
 
 #include "base/mapped_file.h"
 #include "io/npy.h"
+#include "model/arch/gemma4.h"
 #include "model/forward.h"
 #include "model/synth.h"
 #include "runtime/generate.h"
@@ -99,6 +100,32 @@ TEST(Cli, ClearErrorsNotCrashes) {
 
   r = RunG4("nosuchcommand");
   EXPECT_EQ(r.exit_code, 2);
+}
+
+// g4 bench --tp 2 runs the tensor-parallel path: rank 0 reads its share of the weights per token
+// (less than one rank reads), makes one all-reduce after o_proj and one after down_proj per layer
+// plus the LM head's all-gather per decoded token, and reports the time in them.
+TEST(Cli, BenchTpRunsTheRanksAndReportsCommunication) {
+  const std::string dir = TinyCheckpoint("e4b", {.vocab = 512});
+  auto config = LoadModelConfig(dir);
+  ASSERT_TRUE(config.ok());
+  const std::string flags =
+      " --model " + dir +
+      " --threads 1 --prefill 16 --contexts 0 --decode-tokens 4 --chunk 16 --json";
+  RunResult one = RunG4("bench --tp 1" + flags, /*merge_stderr=*/false);
+  RunResult two = RunG4("bench --tp 2" + flags, /*merge_stderr=*/false);
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  const auto j1 = nlohmann::json::parse(one.output), j2 = nlohmann::json::parse(two.output);
+  EXPECT_EQ(j1["tp"], 1);
+  EXPECT_FALSE(j1.contains("decode_comm_ms_per_token_by_ctx"));
+  EXPECT_EQ(j2["tp"], 2);
+  EXPECT_EQ(j2["decode_collectives_per_token"].get<double>(), 2.0 * config->num_hidden_layers + 1);
+  EXPECT_GT(j2["decode_comm_ms_per_token_by_ctx"]["0"].get<double>(), 0);
+  EXPECT_GT(j2["prefill_comm_ms_per_token_by_len"]["16"].get<double>(), 0);
+  EXPECT_LT(j2["weight_bytes_per_token"].get<double>(),
+            0.75 * j1["weight_bytes_per_token"].get<double>());
+  EXPECT_GT(j2["decode_tok_s"].get<double>(), 0);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // g4 bench: prefill / decode speed, time to first token, peak memory, and decode bandwidth
 // against a STREAM-style measurement taken in the same run (the decode roofline of this machine).
+// With --tp N (or under mpirun) the model runs over N tensor-parallel ranks and the time rank 0
+// spends in collectives per token is reported too (g4 bench-tp compares several rank counts).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include "kernels/cpu_kernels.h"
 #include "kernels/ops.h"
 #include "model/forward.h"
+#include "parallel/tensor_parallel.h"
 #include "runtime/kv_cache.h"
 
 namespace g4::cli {
@@ -131,13 +134,16 @@ Result<double> PrefillSeconds(Model& model, KvCache& cache, Activations& act, st
 int RunBench(int argc, char** argv) {
   CLI::App app{"Measure prefill and decode speed, memory and bandwidth", "g4 bench"};
   std::string model_dir = DefaultModelPath(), quant = "bf16";
-  int threads = 0, chunk = 512, decode_tokens = 128, reps = 1;
+  int threads = 0, chunk = 512, decode_tokens = 128, reps = 1, tp = 0;
   std::vector<int> contexts{0, 512, 2048};
   std::vector<int> prefill_lengths{128, 512};
   bool json_out = false;
   app.add_option("--model", model_dir, "model directory (Hugging Face layout)");
   app.add_option("--quant", quant, "weight format: bf16 (as shipped), q8, q4")->check(CLI::IsMember({"bf16", "q8", "q4"}));
-  app.add_option("--threads", threads, "threads (0 = all cores)");
+  app.add_option("--threads", threads, "threads per rank (0 = all cores, shared among the ranks)");
+  app.add_option("--tp", tp,
+                 "tensor-parallel ranks: threads in this process, or one per process under "
+                 "mpirun (default: 1, or mpirun's -np); adds the time in collectives per token");
   app.add_option("--chunk", chunk, "prefill chunk (rows per forward call)");
   app.add_option("--decode-tokens", decode_tokens, "tokens per decode measurement");
   app.add_option("--contexts", contexts, "decode measured after this many cached tokens");
@@ -145,99 +151,155 @@ int RunBench(int argc, char** argv) {
   app.add_option("--reps", reps, "repetitions (best is reported)");
   app.add_flag("--json", json_out, "print one JSON object");
   CLI11_PARSE(app, argc, argv);
+  if (prefill_lengths.empty() || contexts.empty() || decode_tokens < 1 || reps < 1 || tp < 0)
+    return Fail(
+        "bench",
+        Status::Error("--prefill and --contexts need a value, --decode-tokens and --reps >= 1, "
+                      "--tp >= 1"));
+  for (int v : prefill_lengths)
+    if (v < 1) return Fail("bench", Status::Error("--prefill lengths must be >= 1"));
+  for (int v : contexts)
+    if (v < 0) return Fail("bench", Status::Error("--contexts must be >= 0"));
 
   ModelOptions options;
   options.threads = threads;
   ParseWeightType(quant, &options.load.quant);
+  // Under mpirun only rank 0 measures the machine and reports; the others run the same steps.
+  const bool output_process = IsOutputProcess();
   Bandwidth bw;
-  {
+  if (output_process) {
     ThreadPool pool(threads);
     bw = MeasureBandwidth(pool);
   }
-  auto t_load = Clock::now();
-  auto loaded = Model::Load(model_dir, options);
-  if (!loaded.ok()) return Fail("bench", loaded.status());
-  const double load_s = Seconds(t_load);
-  Model& model = **loaded;
-  const ModelPlan& plan = model.plan();
-  int max_ctx = 0;
-  for (int c : contexts) max_ctx = std::max(max_ctx, c);
-  for (int p : prefill_lengths) max_ctx = std::max(max_ctx, p);
-  max_ctx += decode_tokens + 1;
-  chunk = std::max(1, chunk);
-  KvCache cache(plan, max_ctx, chunk);
-  Activations act;
-  std::vector<float> logits(plan.vocab);
-  const auto ids = RandomIds(max_ctx, plan.vocab, 1);
+  Status st = RunTensorParallel(tp, [&](Communicator* comm) -> Status {
+    auto t_load = Clock::now();
+    G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> loaded, LoadRankModel(model_dir, options, comm));
+    const double load_s = Seconds(t_load);
+    Model& model = *loaded;
+    const ModelPlan& plan = model.plan();
+    // Collective time of this rank during one measurement, waiting for slower peers included.
+    auto comm_seconds = [&] { return comm ? comm->stats().seconds : 0.0; };
+    auto comm_calls = [&] { return comm ? comm->stats().calls : int64_t{0}; };
+    int max_ctx = 0;
+    for (int c : contexts) max_ctx = std::max(max_ctx, c);
+    for (int p : prefill_lengths) max_ctx = std::max(max_ctx, p);
+    max_ctx += decode_tokens + 1;
+    chunk = std::max(1, chunk);
+    KvCache cache(plan, max_ctx, chunk);
+    Activations act;
+    std::vector<float> logits(plan.vocab);
+    const auto ids = RandomIds(max_ctx, plan.vocab, 1);
 
-  nlohmann::json j;
-  j["model"] = model_dir;
-  j["quant"] = quant;
-  j["threads"] = model.pool().size();
-  j["isa"] = ActiveKernels().name;
-  j["load_s"] = load_s;
-  // Prefill at each length; TTFT = prefill of the first (shortest) prompt to its first token.
-  nlohmann::json prefill = nlohmann::json::object();
-  for (int len : prefill_lengths) {
-    double best = 1e30;
-    for (int r = 0; r < reps; ++r) {
-      auto s = PrefillSeconds(model, cache, act, logits, std::vector<int>(ids.begin(), ids.begin() + len), chunk);
-      if (!s.ok()) return Fail("bench", s.status());
-      best = std::min(best, *s);
-    }
-    prefill[std::to_string(len)] = len / best;
-    if (len == prefill_lengths.front()) j["ttft_s"] = best;
-    if (!json_out) std::fprintf(stderr, "prefill %d: %.2f tok/s\n", len, len / best);
-  }
-  j["prefill_tok_s_by_len"] = prefill;
-  j["prefill_tok_s"] = prefill.contains("512") ? prefill["512"] : prefill[std::to_string(prefill_lengths.back())];
-  nlohmann::json decode = nlohmann::json::object();
-  for (int ctx : contexts) {
-    double best = 0;
-    for (int r = 0; r < reps; ++r) {
-      cache.Reset();
-      if (ctx > 0) {
-        auto s = PrefillSeconds(model, cache, act, logits, std::vector<int>(ids.begin(), ids.begin() + ctx), chunk);
-        if (!s.ok()) return Fail("bench", s.status());
+    nlohmann::json j;
+    j["model"] = model_dir;
+    j["quant"] = quant;
+    j["threads"] = model.pool().size();
+    j["tp"] = comm ? comm->size() : 1;
+    j["isa"] = ActiveKernels().name;
+    j["load_s"] = load_s;
+    // Prefill at each length; TTFT = prefill of the first (shortest) prompt to its first token.
+    nlohmann::json prefill = nlohmann::json::object(), prefill_comm = nlohmann::json::object();
+    for (int len : prefill_lengths) {
+      double best = 1e30, best_comm = 0;
+      for (int r = 0; r < reps; ++r) {
+        const double c0 = comm_seconds();
+        G4_ASSIGN_OR_RETURN(
+            double s, PrefillSeconds(model, cache, act, logits,
+                                     std::vector<int>(ids.begin(), ids.begin() + len), chunk));
+        if (s < best) {
+          best = s;
+          best_comm = comm_seconds() - c0;
+        }
       }
-      auto tps = Decode(model, cache, act, logits, ids[ctx], decode_tokens);
-      if (!tps.ok()) return Fail("bench", tps.status());
-      best = std::max(best, *tps);
+      prefill[std::to_string(len)] = len / best;
+      prefill_comm[std::to_string(len)] = best_comm * 1e3 / len;
+      if (len == prefill_lengths.front()) j["ttft_s"] = best;
+      if (!json_out && IsOutputRank(comm))
+        std::fprintf(stderr, "prefill %d: %.2f tok/s\n", len, len / best);
     }
-    decode[std::to_string(ctx)] = best;
-    if (!json_out) std::fprintf(stderr, "decode at ctx %d: %.2f tok/s\n", ctx, best);
-  }
-  j["decode_tok_s_by_ctx"] = decode;
-  j["decode_tok_s"] = decode.contains("0") ? decode["0"] : decode.begin().value();
-  if (decode.contains("2048")) j["decode_tok_s_ctx2048"] = decode["2048"];
-  const int64_t wbytes = WeightBytesPerToken(model);
-  j["weight_bytes_per_token"] = wbytes;
-  j["resident_weight_bytes"] = model.weights().resident_bytes;
-  j["kv_cache_bytes"] = cache.bytes();
-  j["decode_gb_s"] = j["decode_tok_s"].get<double>() * wbytes / 1e9;
-  j["mem_bw_gb_s"] = bw.triad_gb_s;
-  j["mem_read_gb_s"] = bw.read_gb_s;
-  j["roofline_tok_s"] = bw.read_gb_s * 1e9 / wbytes;
-  j["peak_rss_bytes"] = PeakRssBytes();
+    j["prefill_tok_s_by_len"] = prefill;
+    j["prefill_tok_s"] =
+        prefill.contains("512") ? prefill["512"] : prefill[std::to_string(prefill_lengths.back())];
+    nlohmann::json decode = nlohmann::json::object(), decode_comm = nlohmann::json::object();
+    double collectives_per_token = 0;
+    for (int ctx : contexts) {
+      double best = 0, best_comm = 0;
+      for (int r = 0; r < reps; ++r) {
+        cache.Reset();
+        if (ctx > 0)
+          G4_RETURN_IF_ERROR(PrefillSeconds(model, cache, act, logits,
+                                            std::vector<int>(ids.begin(), ids.begin() + ctx), chunk)
+                                 .status());
+        const double c0 = comm_seconds();
+        const int64_t calls0 = comm_calls();
+        G4_ASSIGN_OR_RETURN(double tps, Decode(model, cache, act, logits, ids[ctx], decode_tokens));
+        if (tps > best) {
+          best = tps;
+          best_comm = comm_seconds() - c0;
+        }
+        collectives_per_token = static_cast<double>(comm_calls() - calls0) / decode_tokens;
+      }
+      decode[std::to_string(ctx)] = best;
+      decode_comm[std::to_string(ctx)] = best_comm * 1e3 / decode_tokens;
+      if (!json_out && IsOutputRank(comm))
+        std::fprintf(stderr, "decode at ctx %d: %.2f tok/s\n", ctx, best);
+    }
+    if (!IsOutputRank(comm)) return OkStatus();
+    j["decode_tok_s_by_ctx"] = decode;
+    j["decode_tok_s"] = decode.contains("0") ? decode["0"] : decode.begin().value();
+    if (decode.contains("2048")) j["decode_tok_s_ctx2048"] = decode["2048"];
+    if (comm) {
+      j["prefill_comm_ms_per_token_by_len"] = prefill_comm;
+      j["decode_comm_ms_per_token_by_ctx"] = decode_comm;
+      j["decode_collectives_per_token"] = collectives_per_token;
+    }
+    const int64_t wbytes = WeightBytesPerToken(model);  // this rank's share under --tp
+    j["weight_bytes_per_token"] = wbytes;
+    j["resident_weight_bytes"] = model.weights().resident_bytes;
+    j["kv_cache_bytes"] = cache.bytes();
+    j["decode_gb_s"] = j["decode_tok_s"].get<double>() * wbytes / 1e9;
+    j["mem_bw_gb_s"] = bw.triad_gb_s;
+    j["mem_read_gb_s"] = bw.read_gb_s;
+    j["roofline_tok_s"] = bw.read_gb_s * 1e9 / wbytes;
+    j["peak_rss_bytes"] = PeakRssBytes();
 
-  if (json_out) {
-    std::printf("%s\n", j.dump().c_str());
-    return 0;
-  }
-  std::printf("g4 bench  %s  quant=%s  threads=%d  isa=%s  (load %.1f s)\n", model_dir.c_str(), quant.c_str(),
-              model.pool().size(), ActiveKernels().name, load_s);
-  std::printf("  %-34s %10s\n", "metric", "value");
-  for (auto& [len, v] : prefill.items()) std::printf("  prefill pp%-24s %10.2f tok/s\n", len.c_str(), v.get<double>());
-  std::printf("  %-34s %10.3f s\n", ("time to first token (pp" + std::to_string(prefill_lengths.front()) + ")").c_str(),
-              j["ttft_s"].get<double>());
-  for (auto& [ctx, v] : decode.items())
-    std::printf("  decode tg%-4d at ctx %-14s %10.2f tok/s\n", decode_tokens, ctx.c_str(), v.get<double>());
-  std::printf("  %-34s %10.3f GB\n", "weights read per token", wbytes / 1e9);
-  std::printf("  %-34s %10.2f GB/s\n", "decode weight bandwidth", j["decode_gb_s"].get<double>());
-  std::printf("  %-34s %10.2f GB/s\n", "memory triad (same run)", bw.triad_gb_s);
-  std::printf("  %-34s %10.2f GB/s (%.0f%% used by decode)\n", "memory read (same run)", bw.read_gb_s,
-              100.0 * j["decode_gb_s"].get<double>() / bw.read_gb_s);
-  std::printf("  %-34s %10.2f GiB\n", "peak RSS", j["peak_rss_bytes"].get<int64_t>() / 1073741824.0);
+    if (json_out) {
+      std::printf("%s\n", j.dump().c_str());
+      return OkStatus();
+    }
+    const std::string tp_note = comm ? Str("  tp=", comm->size(), " (numbers are rank 0's)") : "";
+    std::printf("g4 bench  %s  quant=%s  threads=%d  isa=%s  (load %.1f s)%s\n", model_dir.c_str(),
+                quant.c_str(), model.pool().size(), ActiveKernels().name, load_s, tp_note.c_str());
+    std::printf("  %-34s %10s\n", "metric", "value");
+    for (auto& [len, v] : prefill.items()) {
+      std::printf("  prefill pp%-24s %10.2f tok/s\n", len.c_str(), v.get<double>());
+      if (comm)
+        std::printf("    %-32s %10.3f ms/token\n", "in collectives",
+                    prefill_comm[len].get<double>());
+    }
+    std::printf("  %-34s %10.3f s\n",
+                ("time to first token (pp" + std::to_string(prefill_lengths.front()) + ")").c_str(),
+                j["ttft_s"].get<double>());
+    for (auto& [ctx, v] : decode.items()) {
+      std::printf("  decode tg%-4d at ctx %-14s %10.2f tok/s\n", decode_tokens, ctx.c_str(),
+                  v.get<double>());
+      if (comm)
+        std::printf("    %-32s %10.3f ms/token\n", "in collectives",
+                    decode_comm[ctx].get<double>());
+    }
+    if (comm)
+      std::printf("  %-34s %10.0f\n", "collectives per decoded token", collectives_per_token);
+    std::printf("  %-34s %10.3f GB\n",
+                comm ? "weights read per token (rank 0)" : "weights read per token", wbytes / 1e9);
+    std::printf("  %-34s %10.2f GB/s\n", "decode weight bandwidth", j["decode_gb_s"].get<double>());
+    std::printf("  %-34s %10.2f GB/s\n", "memory triad (same run)", bw.triad_gb_s);
+    std::printf("  %-34s %10.2f GB/s (%.0f%% used by decode)\n", "memory read (same run)",
+                bw.read_gb_s, 100.0 * j["decode_gb_s"].get<double>() / bw.read_gb_s);
+    std::printf("  %-34s %10.2f GiB\n", "peak RSS",
+                j["peak_rss_bytes"].get<int64_t>() / 1073741824.0);
+    return OkStatus();
+  });
+  if (!st.ok()) return output_process ? Fail("bench", st) : 1;
   return 0;
 }
 

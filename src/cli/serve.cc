@@ -1,7 +1,12 @@
 // g4 serve: the OpenAI-compatible server (server/server.h).
 #include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
 
 #include "cli/command.h"
+#include "parallel/mpi_communicator.h"
+#include "parallel/tensor_parallel.h"
+#include "parallel/tp_serve.h"
 #include "server/server.h"
 
 namespace g4::cli {
@@ -19,7 +24,12 @@ int RunServe(int argc, char** argv) {
   app.add_option("--ctx", o.context, "context per slot in tokens (default min(4096, model max))");
   app.add_option("--parallel", o.parallel, "slots: sequences decoded together in one batch");
   app.add_option("--max-queue", o.max_queue, "requests that may wait for a slot; more get 429");
-  app.add_option("--threads", o.threads, "compute threads (0 = all cores)");
+  app.add_option("--threads", o.threads,
+                 "compute threads per rank (0 = all cores, shared among the ranks)");
+  int tp = 0;
+  app.add_option("--tp", tp,
+                 "tensor-parallel ranks: threads in this process, or one per process under "
+                 "mpirun, where rank 0 serves and the others follow (default: 1, or mpirun's -np)");
   app.add_option("--http-threads", o.http_threads, "HTTP worker threads (0 = parallel + max-queue + 16)");
   app.add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' (not for /health)");
   app.add_option("--timeout", o.timeout_seconds, "per-request time limit in seconds (finish_reason \"timeout\")");
@@ -40,7 +50,45 @@ int RunServe(int argc, char** argv) {
                          "--batch-rows >= 1, --max-body >= 1024, --body-timeout > 0\n");
     return 2;
   }
-  return RunServer(o);
+  if (tp < 0) {
+    std::fprintf(stderr, "g4 serve: --tp must be >= 1, got %d\n", tp);
+    return 2;
+  }
+  if (!LaunchedByMpi()) {
+    o.tp = std::max(1, tp);
+    return RunServer(o);
+  }
+  // Under mpirun SIGTERM/SIGINT are blocked before MPI starts its own threads, so that none of
+  // them takes the default action: rank 0 waits for them (RunServer) to drain; a follower is
+  // driven by rank 0, which tells it to stop, and mpirun forwards its own SIGTERM to every
+  // rank, which must not end a follower under rank 0's feet.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Every process parses the same flags; the world size is the rank count.
+  auto world = MpiWorld();
+  if (!world.ok() || (tp > 0 && tp != (*world)->size())) {
+    if (IsOutputProcess())
+      std::fprintf(stderr, "g4 serve: %s\n",
+                   world.ok() ? Str("--tp ", tp, " but mpirun started ", (*world)->size(),
+                                    " ranks: give --tp equal to mpirun -np (or leave --tp out)")
+                                    .c_str()
+                              : world.status().message().c_str());
+    return 2;
+  }
+  o.tp = (*world)->size();
+  if (!IsOutputProcess()) {
+    ModelOptions mo;
+    mo.threads = o.threads;
+    return RunServeFollower(o.model_dir, mo);
+  }
+  const int rc = RunServer(o);
+  // Followers may still wait for this rank in a collective (it failed before or while loading):
+  // end the whole job rather than leave them waiting.
+  if (rc != 0) AbortMpiWorld(rc);
+  return rc;
 }
 
 }  // namespace

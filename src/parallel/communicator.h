@@ -33,6 +33,10 @@ class Communicator {
   virtual void AllGather(const float* send, size_t count, float* recv) = 0;
   // Copies `bytes` from `root` to every rank.
   virtual void Broadcast(void* data, size_t bytes, int root) = 0;
+  // Broadcast for a message that may be long in coming (a server's next step while it is
+  // idle): the waiting ranks back off to sleeping instead of spinning on a core. Not counted in
+  // stats(): waiting for work is not communication.
+  virtual void BroadcastIdle(void* data, size_t bytes, int root) = 0;
 
   CommStats& stats() { return stats_; }
 

@@ -21,7 +21,8 @@ class InProcessGroup {
 
  private:
   friend class InProcessCommunicator;
-  void Barrier(int* local_sense);
+  // may_idle: the wait may be long (BroadcastIdle), so it ends up sleeping rather than yielding.
+  void Barrier(int* local_sense, bool may_idle = false);
 
   const int size_;
   std::vector<void*> send_;  // per rank: the buffer of the current collective

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #ifdef G4_HAVE_MPI
 #include <mpi.h>
@@ -52,6 +53,23 @@ class MpiCommunicator : public Communicator {
     Timer t(this, bytes);
     MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD);
   }
+  // MPI_Bcast would busy-poll for as long as the server idles: test a non-blocking one instead,
+  // sleeping between tests once it has waited a while.
+  void BroadcastIdle(void* data, size_t bytes, int root) override {
+    MPI_Request request;
+    MPI_Ibcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD, &request);
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+      if (done) return;
+      // Each test also drives MPI's progress engine, which is not free: an idle follower
+      // settles at a test per millisecond.
+      if (polls < 20000)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(polls < 25000 ? 200 : 1000));
+    }
+  }
 
  private:
   struct Timer {
@@ -75,14 +93,28 @@ class MpiCommunicator : public Communicator {
 Result<Communicator*> MpiWorld() {
   // A function-local static: MPI is finalized when the process exits normally.
   static std::unique_ptr<MpiCommunicator> world = [] {
+    // Serialized: one thread at a time calls MPI, but not always the same one (g4 serve loads on
+    // a loader thread, steps on the engine thread and says stop from the main thread).
     int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
     return std::make_unique<MpiCommunicator>();
   }();
   return static_cast<Communicator*>(world.get());
 }
 
+void AbortMpiWorld(int code) {
+  if (!LaunchedByMpi()) return;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  if (!initialized) (void)MpiWorld();
+  MPI_Abort(MPI_COMM_WORLD, code);
+}
+
 #else
+
+void AbortMpiWorld(int) {}
 
 Result<Communicator*> MpiWorld() {
   return Status::Error("this g4 was built without MPI (install libopenmpi-dev and rebuild); "

@@ -14,8 +14,13 @@ namespace g4 {
 // variables: OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK).
 bool LaunchedByMpi();
 
-// MPI_COMM_WORLD as a Communicator. Initializes MPI on the first call (MPI_THREAD_FUNNELED: only
-// the thread that runs Forward calls MPI) and finalizes it at process exit.
+// MPI_COMM_WORLD as a Communicator. Initializes MPI on the first call (MPI_THREAD_SERIALIZED:
+// one thread at a time calls MPI) and finalizes it at process exit.
 Result<Communicator*> MpiWorld();
+
+// Ends every rank of the job with `code` (MPI_Abort), for a rank 0 that fails while the others
+// may be waiting in a collective for it (a normal exit would wait for them in MPI_Finalize).
+// Does nothing outside mpirun.
+void AbortMpiWorld(int code);
 
 }  // namespace g4

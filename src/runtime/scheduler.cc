@@ -12,7 +12,8 @@ double Seconds(std::chrono::steady_clock::duration d) {
 
 }  // namespace
 
-Scheduler::Scheduler(Model& model, const SchedulerOptions& options) : model_(model), options_(options) {
+Scheduler::Scheduler(Model& model, const SchedulerOptions& options, StepListener* listener)
+    : model_(model), options_(options), listener_(listener) {
   options_.parallel = std::max(1, options_.parallel);
   options_.context = std::max(2, options_.context);
   options_.max_queue = std::max(0, options_.max_queue);
@@ -21,7 +22,8 @@ Scheduler::Scheduler(Model& model, const SchedulerOptions& options) : model_(mod
   // Every cache is allocated up front: no allocation on the hot path, and memory use is known
   // (and reported) before the first request.
   for (int i = 0; i < options_.parallel; ++i)
-    slots_.push_back(std::make_unique<Slot>(model_.plan(), options_.context, options_.prefill_chunk));
+    slots_.push_back(
+        std::make_unique<Slot>(model_.plan(), options_.context, options_.prefill_chunk, i));
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -263,6 +265,7 @@ void Scheduler::Step() {
   // Rows: one decode row per generating sequence, then prefill chunks first come first served
   // within the row budget. `owners[i]` is the slot of the i-th row that wants logits.
   rows_.clear();
+  row_slots_.clear();
   std::vector<Slot*> owners;
   struct Taken {
     Slot* slot;
@@ -273,6 +276,7 @@ void Scheduler::Step() {
     Slot& slot = *slot_ptr;
     if (!slot.busy || slot.generated.empty()) continue;
     rows_.push_back(BatchRow{slot.generated.back(), slot.cache.n_past(), &slot.cache, true});
+    row_slots_.push_back(slot.index);
     owners.push_back(&slot);
   }
   std::vector<Slot*> prefilling;
@@ -291,6 +295,7 @@ void Scheduler::Step() {
       const bool last = i + 1 == prompt.size();
       rows_.push_back(BatchRow{prompt[i], slot->cache.n_past() + static_cast<int64_t>(i - begin),
                                &slot->cache, last});
+      row_slots_.push_back(slot->index);
       if (last) owners.push_back(slot);
     }
     taken.push_back(Taken{slot, begin, end});
@@ -303,6 +308,7 @@ void Scheduler::Step() {
   const int vocab = model_.plan().vocab;
   const size_t need = owners.size() * static_cast<size_t>(vocab);
   if (logits_.size() < need) logits_.resize(need);
+  if (listener_) listener_->BeforeForward(rows_, row_slots_);
   Status st = model_.Forward(rows_, act_, owners.empty() ? nullptr : logits_.data());
   steps_.fetch_add(1);
   rows_run_.fetch_add(rows_.size());
@@ -312,14 +318,9 @@ void Scheduler::Step() {
     kv_used_.store(0);
     return;
   }
-  for (const BatchRow& row : rows_) {
-    // Map the row back to its slot's token list (the cache now holds it).
-    for (auto& slot : slots_)
-      if (&slot->cache == row.cache) {
-        slot->cached_tokens.push_back(row.token);
-        break;
-      }
-  }
+  // The caches now hold the rows' tokens.
+  for (size_t i = 0; i < rows_.size(); ++i)
+    slots_[row_slots_[i]]->cached_tokens.push_back(rows_[i].token);
   for (const Taken& t : taken) t.slot->prompt_done = t.end;
 
   // Sampling is per row with each slot's own sampler, so rows are sampled in parallel (a pass

@@ -105,9 +105,20 @@ struct SchedulerStats {
   uint64_t rows = 0;            // rows run so far
 };
 
+// Sees every step before it runs, on the engine thread: the rows and each row's slot index
+// (0 .. parallel-1). Tensor-parallel serving uses it on rank 0 to send the step to the other
+// ranks, which run the same Forward on their own slices and caches (parallel/tp_serve.h).
+class StepListener {
+ public:
+  virtual ~StepListener() = default;
+  virtual void BeforeForward(const std::vector<BatchRow>& rows,
+                             const std::vector<int>& row_slots) = 0;
+};
+
 class Scheduler {
  public:
-  Scheduler(Model& model, const SchedulerOptions& options);
+  // `listener`, if given, must outlive the scheduler.
+  Scheduler(Model& model, const SchedulerOptions& options, StepListener* listener = nullptr);
   ~Scheduler();  // Stop(): cancels what is left and joins the engine thread
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
@@ -145,7 +156,9 @@ class Scheduler {
     std::vector<int> generated;
     int max_new = 0;
     uint64_t order = 0;  // admission order, so prefill goes first come first served
-    Slot(const ModelPlan& plan, int context, int chunk) : cache(plan, context, chunk) {}
+    int index = 0;       // in slots_
+    Slot(const ModelPlan& plan, int context, int chunk, int index)
+        : cache(plan, context, chunk), index(index) {}
   };
 
   void Loop();
@@ -155,10 +168,12 @@ class Scheduler {
 
   Model& model_;
   SchedulerOptions options_;
+  StepListener* listener_;
   std::vector<std::unique_ptr<Slot>> slots_;
   Activations act_;
   std::vector<float> logits_;
   std::vector<BatchRow> rows_;
+  std::vector<int> row_slots_;  // slot index of each row
 
   mutable std::mutex mutex_;
   std::condition_variable wake_;     // engine thread: work arrived or stop

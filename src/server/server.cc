@@ -25,6 +25,9 @@
 
 #include "model/arch/gemma4.h"
 #include "model/forward.h"
+#include "parallel/mpi_communicator.h"
+#include "parallel/rank_plan.h"
+#include "parallel/tp_serve.h"
 #include "runtime/scheduler.h"
 #include "server/chat_bridge.h"
 #include "server/metrics.h"
@@ -45,6 +48,9 @@ struct ServerState {
   std::string model_name;
   int context = 0;
   std::atomic<Phase> phase{Phase::kLoading};
+  // Tensor parallel: rank 0's side of the rank group (outlives the model, which uses its
+  // communicator, and the scheduler, which calls it every step).
+  std::unique_ptr<TensorParallelLeader> tp;
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Scheduler> scheduler;
@@ -599,7 +605,12 @@ bool BearerMatches(const std::string& header, const std::string& key) {
 Status LoadEverything(ServerState& s) {
   ModelOptions mo;
   mo.threads = s.options.threads;
-  G4_ASSIGN_OR_RETURN(s.model, Model::Load(s.options.model_dir, mo));
+  if (s.options.tp > 1 || LaunchedByMpi()) {
+    G4_ASSIGN_OR_RETURN(s.tp, TensorParallelLeader::Create(s.options.tp));
+    G4_ASSIGN_OR_RETURN(s.model, s.tp->Load(s.options.model_dir, mo));
+  } else {
+    G4_ASSIGN_OR_RETURN(s.model, Model::Load(s.options.model_dir, mo));
+  }
   G4_ASSIGN_OR_RETURN(s.tokenizer, Tokenizer::Load(s.options.model_dir + "/tokenizer.json"));
   // The template revision decides small prompt details (thinking marker, empty thought channel).
   const std::string jinja_path = s.options.model_dir + "/chat_template.jinja";
@@ -625,7 +636,8 @@ Status LoadEverything(ServerState& s) {
   so.prefill_chunk = s.options.prefill_chunk;
   so.max_batch_rows = s.options.max_batch_rows;
   so.prefix_reuse = s.options.prefix_reuse;
-  s.scheduler = std::make_unique<Scheduler>(*s.model, so);
+  if (s.tp) s.tp->Start(so.parallel, so.context, so.prefill_chunk);
+  s.scheduler = std::make_unique<Scheduler>(*s.model, so, s.tp.get());
   return OkStatus();
 }
 
@@ -660,6 +672,15 @@ int RunServer(const ServerOptions& options) {
     std::fprintf(stderr, "g4 serve: --ctx must be in [2, %d] (the model's max_position_embeddings), got %d\n",
                  model_max, options.context);
     return 2;
+  }
+  if (options.tp > 1) {
+    // A --tp the model cannot be split over is refused now, with the reason, not after loading.
+    auto plan = BuildGemma4Plan(*config);
+    Status st = plan.ok() ? CheckTensorParallel(*plan, options.tp) : plan.status();
+    if (!st.ok()) {
+      std::fprintf(stderr, "g4 serve: %s\n", st.message().c_str());
+      return 2;
+    }
   }
   s.model_name = options.model_name;
   if (s.model_name.empty()) {
@@ -840,6 +861,11 @@ int RunServer(const ServerOptions& options) {
   }
   Log(s, Str("listening on http://", options.host, ":", port, " (model ", s.model_name, " loading from ",
              options.model_dir, "; ctx ", s.context, " x ", options.parallel, " slots)"));
+  if (options.tp > 1)
+    Log(s, LaunchedByMpi()
+               ? Str("tensor parallel over ", options.tp, " mpirun processes; this is rank 0 (pid ",
+                     ::getpid(), "), the others follow it")
+               : Str("tensor parallel over ", options.tp, " ranks (threads of this process)"));
 
   std::atomic<bool> loader_done{false};
   std::atomic<int> exit_code{0};
@@ -897,13 +923,22 @@ int RunServer(const ServerOptions& options) {
   if (s.phase.load() == Phase::kFailed) pthread_kill(signal_thread.native_handle(), SIGTERM);
   signal_thread.join();
   if (!loader_done.load()) {
-    // Stopped while still loading: nothing is in flight, and a load cannot be interrupted.
-    Log(s, "stopped while loading");
-    std::fflush(stderr);
-    std::_Exit(0);
+    if (!LaunchedByMpi()) {
+      // Stopped while still loading: nothing is in flight, and a load cannot be interrupted.
+      Log(s, "stopped while loading");
+      std::fflush(stderr);
+      std::_Exit(0);
+    }
+    // The other processes are loading with this one: finish, so that all can be told to stop.
+    Log(s, "stopped while loading; letting every rank finish loading so that all stop together");
   }
   loader.join();
   if (s.scheduler) s.scheduler->Stop();
+  if (s.tp) {
+    s.tp->Stop();  // the followers leave their step loop and exit
+    const CommStats& cs = s.tp->comm()->stats();
+    Log(s, Str("tensor parallel: ", cs.calls, " collectives, ", cs.seconds, " s in them"));
+  }
   Log(s, exit_code.load() == 0 ? "stopped" : "exiting after an error");
   return exit_code.load();
 }

@@ -15,7 +15,11 @@ struct ServerOptions {
   int context = 0;  // per slot; 0 -> min(4096, model max)
   int parallel = 4;
   int max_queue = 64;
-  int threads = 0;  // compute threads; 0 = all cores
+  int threads = 0;  // compute threads (per rank); 0 = all cores (shared among the ranks)
+  // Tensor-parallel ranks: > 1 runs that many ranks as threads of this process; under mpirun
+  // this process is rank 0 of the world (of this size) and the others follow
+  // (parallel/tp_serve.h).
+  int tp = 1;
   int http_threads = 0;  // 0 -> parallel + max_queue + 16
   std::string api_key;
   double timeout_seconds = 600;  // per request, unless it asks for less

@@ -28,10 +28,12 @@ export function testModel() {
 }
 
 // Starts `g4 serve` with extra flags; resolves once /health says ok (unless waitReady is false).
-export async function startServer(model, flags = [], { env = {}, waitReady = true } = {}) {
+// `launcher`: a command line that runs g4 (e.g. mpirun and its flags), g4's path appended.
+export async function startServer(model, flags = [], { env = {}, waitReady = true, launcher = [] } = {}) {
   const threads = flags.includes('--threads') ? [] : ['--threads', '1'];  // 2 shared cores: no spinning pools
   const args = ['serve', '--model', model, '--port', '0', ...threads, ...flags];
-  const proc = spawn(g4, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const [cmd, cmdArgs] = launcher.length ? [launcher[0], [...launcher.slice(1), g4, ...args]] : [g4, args];
+  const proc = spawn(cmd, cmdArgs, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
   const url = await new Promise((resolve, reject) => {

@@ -1,0 +1,158 @@
+// g4 serve under tensor parallelism (issue 6): `g4 serve --tp 2` (rank threads in one process)
+// and `mpirun -np 2 g4 serve --tp 2` (rank 0 serves, rank 1 follows) give the same greedy text
+// as `g4 serve --tp 1` on the same tiny model, for plain, streaming and concurrent requests; and
+// SIGTERM to rank 0 ends every rank with exit status 0.
+//   node tests/server/tp_test.mjs     (G4_BIN, G4_BINARY_DIR optional)
+import { execFileSync, execSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import assert from 'node:assert/strict';
+import { startServer, test, run, haveBinary, skipUnless, atExit, g4 } from './harness.mjs';
+
+skipUnless(haveBinary(), `no g4 binary at ${g4}`);
+
+// Tiny presets with the real vocabulary (the real tokenizer's ids must fit): E2B (its one KV
+// head replicated on both ranks) and E4B (8 query / 2 KV heads: K/V split with the grouping).
+function synth(preset) {
+  const dir = mkdtempSync(path.join(tmpdir(), `g4-tp-${preset}-`));
+  atExit(() => rmSync(dir, { recursive: true, force: true }));
+  execFileSync(g4, ['synth', '--preset', preset, '--out', dir], { stdio: ['ignore', 'ignore', 'inherit'] });
+  return dir;
+}
+
+function haveMpi() {
+  try { execSync('command -v mpirun', { stdio: 'ignore' }); } catch { return false; }
+  // A g4 built without MPI says so when started under mpirun.
+  try {
+    const out = execSync(`${MPIRUN.join(' ')} -np 1 ${g4} serve --model /nonexistent --tp 1 2>&1 || true`,
+      { env: { ...process.env, ...MPI_ENV }, encoding: 'utf8', timeout: 60000 });
+    return !out.includes('built without MPI');
+  } catch { return false; }
+}
+// As tests/tensor_parallel_test.cc runs mpirun: root allowed, 2 cores oversubscribed,
+// shared-memory transport without CMA (containers lack the ptrace rights).
+const MPI_ENV = {
+  OMPI_MCA_btl: 'self,vader', OMPI_MCA_btl_vader_single_copy_mechanism: 'none',
+  OMPI_MCA_rmaps_base_oversubscribe: '1', OMPI_MCA_hwloc_base_binding_policy: 'none',
+  OMPI_MCA_mpi_yield_when_idle: '1', ASAN_OPTIONS: 'detect_leaks=0',
+};
+const MPIRUN = ['mpirun', '--allow-run-as-root', '--oversubscribe'];
+const mpi = haveMpi();
+if (!mpi) console.log('note: mpirun (or an MPI build of g4) not found: the mpirun servers are skipped');
+
+async function post(url, pathname, body) {
+  const r = await fetch(url + pathname, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body) });
+  return r;
+}
+const chat = (content, extra = {}) => ({
+  messages: [{ role: 'user', content }], max_tokens: 24, temperature: 0, ignore_eos: true, ...extra,
+});
+async function chatText(url, body) {
+  const r = await post(url, '/v1/chat/completions', body);
+  const j = await r.json();
+  assert.equal(r.status, 200, JSON.stringify(j));
+  assert.equal(j.usage.completion_tokens, body.max_tokens);
+  return j.choices[0].message.content;
+}
+async function streamText(url, body) {
+  const r = await post(url, '/v1/chat/completions', { ...body, stream: true });
+  assert.equal(r.status, 200);
+  const text = await r.text();
+  let out = '', done = false;
+  for (const ev of text.split('\n\n')) {
+    if (!ev.startsWith('data: ')) continue;
+    if (ev === 'data: [DONE]') { done = true; continue; }
+    const j = JSON.parse(ev.slice(6));
+    assert.ok(!j.error, JSON.stringify(j.error));
+    for (const c of j.choices || []) out += (c.delta && c.delta.content) || '';
+  }
+  assert.ok(done, 'the stream ended without [DONE]');
+  return out;
+}
+
+// What each server is asked; the answers must agree across servers.
+async function workload(url) {
+  const out = {};
+  out.plain = await chatText(url, chat('Tell me about lighthouses.'));
+  out.stream = await streamText(url, chat('Tell me about lighthouses.'));
+  // Two at once: batched into the same forward steps (--parallel 2).
+  [out.concurrentA, out.concurrentB] = await Promise.all([
+    chatText(url, chat('Name three rivers in Europe.', { max_tokens: 20 })),
+    streamText(url, chat('Write a haiku about the sea, then explain it at length.', { max_tokens: 28 })),
+  ]);
+  // A shared prefix with an earlier prompt in a free slot: the cache is rewound, not refilled.
+  out.reuse = await chatText(url, chat('Tell me about lighthouses and their keepers.'));
+  const c = await post(url, '/v1/completions', { prompt: 'The lighthouse keeper said', max_tokens: 16, temperature: 0,
+    ignore_eos: true });
+  assert.equal(c.status, 200);
+  out.completion = (await c.json()).choices[0].text;
+  return out;
+}
+
+// SIGTERM to rank 0 (the spawned g4, or under mpirun the process rank 0 names in its log);
+// every rank must end with status 0, which mpirun's own status reports.
+async function stopAndCheck(s, viaMpi) {
+  let pid = s.proc.pid;
+  if (viaMpi) {
+    const m = /this is rank 0 \(pid (\d+)\)/.exec(s.log());
+    assert.ok(m, 'rank 0 did not log its pid:\n' + s.log());
+    pid = Number(m[1]);
+  }
+  process.kill(pid, 'SIGTERM');
+  const timer = setTimeout(() => s.proc.kill('SIGKILL'), 60000);
+  const { code, signal } = await s.exited;
+  clearTimeout(timer);
+  assert.equal(signal, null, 'killed by ' + signal + ':\n' + s.log());
+  assert.equal(code, 0, s.log());
+  assert.match(s.log(), /stopped/);
+  // Only rank 0 writes: one "listening" line, however many ranks.
+  assert.equal((s.log().match(/listening on/g) || []).length, 1, s.log());
+}
+
+for (const preset of ['e2b', 'e4b']) {
+  test(`${preset}: --tp 2 (threads${mpi ? ' and mpirun -np 2' : ''}) serves the same greedy text as --tp 1`, async () => {
+    const model = synth(preset);
+    const flags = ['--parallel', '2', '--quiet', '--ctx', '512'];
+    const one = await startServer(model, [...flags, '--tp', '1']);
+    const want = await workload(one.url);
+    await stopAndCheck(one, false);
+    assert.equal(want.stream, want.plain);  // streaming and not are the same generation
+    assert.ok(want.plain.length > 0 && want.concurrentA.length > 0);
+
+    const threads = await startServer(model, [...flags, '--tp', '2']);
+    assert.match(threads.log(), /tensor parallel over 2 ranks/);
+    assert.deepEqual(await workload(threads.url), want);
+    await stopAndCheck(threads, false);
+
+    if (mpi) {
+      const procs = await startServer(model, [...flags, '--tp', '2'], { env: MPI_ENV, launcher: [...MPIRUN, '-np', '2'] });
+      assert.match(procs.log(), /tensor parallel over 2 mpirun processes/);
+      assert.deepEqual(await workload(procs.url), want);
+      await stopAndCheck(procs, true);
+    }
+  });
+}
+
+test('--tp the model cannot be split over is refused at the door', async () => {
+  const model = synth('e2b');
+  let out = '', code = 0;
+  try {
+    execFileSync(g4, ['serve', '--model', model, '--port', '0', '--tp', '3'], { encoding: 'utf8', stdio: 'pipe' });
+  } catch (e) { out = e.stderr; code = e.status; }
+  assert.equal(code, 2, out);
+  assert.match(out, /--tp 3/);
+  if (mpi) {
+    // Under mpirun a --tp other than -np is refused by every rank; the job ends (no rank waits).
+    let mcode = 0;
+    try {
+      execFileSync(MPIRUN[0], [...MPIRUN.slice(1), '-np', '2', g4, 'serve', '--model', model, '--port', '0', '--tp', '4'],
+        { env: { ...process.env, ...MPI_ENV }, encoding: 'utf8', stdio: 'pipe', timeout: 60000 });
+    } catch (e) { mcode = e.status; out = e.stderr; }
+    assert.notEqual(mcode, 0);
+    assert.match(out, /--tp 4 but mpirun started 2 ranks/);
+  }
+});
+
+await run('tp_test');
