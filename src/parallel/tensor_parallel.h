@@ -24,8 +24,10 @@ namespace g4 {
 // body(nullptr) when tp <= 1. Returns the first failing rank's status (rank 0's first).
 Status RunTensorParallel(int tp, const std::function<Status(Communicator* comm)>& body);
 
-// Loads comm's rank of DIR (the whole model when comm is null) and attaches comm. All ranks call
-// it together: if any rank fails, every rank returns an error (none is left waiting in a
+// Loads comm's rank of DIR (the whole model when comm is null) and attaches comm. DIR may be a
+// checkpoint (the rank's slices are read from the mapped files) or an artifact packed with
+// `g4 pack --tp <comm's size>` (the rank maps its own sections; another rank count is refused). All
+// ranks call it together: if any rank fails, every rank returns an error (none is left waiting in a
 // collective for a peer that gave up).
 Result<std::unique_ptr<Model>> LoadRankModel(const std::string& dir, const ModelOptions& options,
                                              Communicator* comm, const RankPlanOptions& rank_options = {});
