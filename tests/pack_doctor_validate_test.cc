@@ -295,6 +295,18 @@ TEST(ValidateTp2Checks, CorruptedRankSectionFails) {
       << r.output;
 }
 
+TEST(ValidateTp2Checks, DoctorChecksEveryRankOfATp2Artifact) {
+  const std::string artifact = PackedTinyTp("e4b", "doctor_tp2", 2);
+  G4Run r = RunG4("doctor --model " + artifact);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "for each of its 2 ranks")) << r.output;
+  Patch(artifact, SectionOffset(artifact, "rank1/layers.3.gate_proj") + 8, {0x12, 0x34});
+  r = RunG4("doctor --model " + artifact);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(Contains(r.output, "checksum mismatch in section rank1/layers.3.gate_proj"))
+      << r.output;
+}
+
 TEST(ValidateTp2Checks, RankCountMismatchIsRefused) {
   const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
   const std::string artifact = PackedTinyTp("e2b", "tp2_mismatch_cli", 2);
