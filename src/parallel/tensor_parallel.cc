@@ -17,6 +17,10 @@ namespace {
 constexpr char kPeerFailed[] = "another rank failed to load";
 }  // namespace
 
+bool IsPeerFailure(const Status& status) {
+  return !status.ok() && status.message().find(kPeerFailed) != std::string::npos;
+}
+
 bool IsOutputProcess() {
   if (!LaunchedByMpi()) return true;
   for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})

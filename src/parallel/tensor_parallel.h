@@ -32,6 +32,11 @@ Status RunTensorParallel(int tp, const std::function<Status(Communicator* comm)>
 Result<std::unique_ptr<Model>> LoadRankModel(const std::string& dir, const ModelOptions& options,
                                              Communicator* comm, const RankPlanOptions& rank_options = {});
 
+// True when `status` only says that a peer rank failed to load (LoadRankModel); the peer's own
+// status has the cause. Under mpirun a process other than rank 0 reports its error only when it
+// is its own (a damaged section of its rank), so the cause is printed once.
+bool IsPeerFailure(const Status& status);
+
 // True on the rank that writes output (rank 0, or no communicator).
 inline bool IsOutputRank(const Communicator* comm) { return !comm || comm->rank() == 0; }
 // False only in an MPI-launched process other than rank 0 (read from the launcher's environment,
