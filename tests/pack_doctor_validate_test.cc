@@ -218,6 +218,114 @@ TEST(ValidateCatches, CorruptedWeightWithFixedChecksumAndPlainFlip) {
 }
 
 // ------------------------------------------------------------------------------------------------
+// --tp 2 artifacts through the CLI: pack, run, validate (ranks as threads of the fresh process).
+
+std::string PackedTinyTp(const std::string& preset, const std::string& name, int tp,
+                         const std::string& quant = "bf16") {
+  const std::string dir = TinyCheckpoint(preset, {.vocab = 512});
+  const std::string out = TestTempDir(name) + "/model.g4";
+  G4Run r = RunG4("pack --threads 2 --tp " + std::to_string(tp) + " --model " + dir + " --quant " +
+                  quant + " --out " + out);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "tp " + std::to_string(tp))) << r.output;
+  return out;
+}
+
+// The "ids" array of `g4 run --json`.
+std::string JsonIds(const std::string& output) {
+  const size_t begin = output.find("\"ids\":[");
+  if (begin == std::string::npos) return "";
+  return output.substr(begin, output.find(']', begin) - begin);
+}
+
+class ValidateTp2 : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ValidateTp2, ArtifactRunsAndPassesValidate) {
+  const std::string preset = GetParam();
+  const std::string dir = TinyCheckpoint(preset, {.vocab = 512});
+  const std::string artifact = PackedTinyTp(preset, "validate_tp2_" + preset, 2);
+  // `g4 run --tp 2` on the artifact: the greedy tokens of `g4 run` on the checkpoint (tp 1).
+  const std::string args = " --threads 2 --ids 2,17,301,45,99,12 -n 24 --ignore-eos --json";
+  G4Run want = RunG4("run --model " + dir + args);
+  G4Run got = RunG4("run --tp 2 --model " + artifact + args);
+  ASSERT_EQ(want.exit_code, 0) << want.output;
+  ASSERT_EQ(got.exit_code, 0) << got.output;
+  EXPECT_FALSE(JsonIds(want.output).empty()) << want.output;
+  EXPECT_EQ(JsonIds(got.output), JsonIds(want.output));
+  G4Run r =
+      RunG4("validate --threads 2 --tokens 16 --tp 2 --model " + dir + " --artifact " + artifact);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "packed artifact, weights bf16, tp 2 ranks")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "in a fresh process")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "SEQ_MATCH")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "verdict: PASS")) << r.output;
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, ValidateTp2, ::testing::Values("e2b", "e4b", "12b"));
+
+TEST(ValidateTp2Checks, CheckpointAndQ8AtTp2Pass) {
+  const std::string dir = TinyCheckpoint("e4b", {.vocab = 512});
+  G4Run r = RunG4("validate --threads 2 --tokens 16 --tp 2 --model " + dir);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "verdict: PASS")) << r.output;
+  const std::string artifact = PackedTinyTp("e4b", "validate_tp2_q8", 2, "q8");
+  r = RunG4("validate --threads 2 --tokens 16 --tp 2 --model " + dir + " --artifact " + artifact);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "verdict: PASS")) << r.output;
+}
+
+TEST(ValidateTp2Checks, CorruptedRankSectionFails) {
+  const std::string dir = TinyCheckpoint("12b", {.vocab = 512});
+  const std::string artifact = PackedTinyTp("12b", "validate_tp2_corrupt", 2);
+  // A weight of rank 1 only, checksums fixed up: rank 0's sections are intact, the numbers are not.
+  std::vector<uint8_t> junk(64);
+  for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<uint8_t>(0x3F + i * 7);
+  Patch(artifact, SectionOffset(artifact, "rank1/layers.0.q_proj") + 256, junk);
+  ASSERT_TRUE(RewritePackChecksums(artifact).ok());
+  G4Run r =
+      RunG4("validate --threads 2 --tokens 16 --tp 2 --model " + dir + " --artifact " + artifact);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(Contains(r.output, "verdict: FAIL")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "max |logit error|")) << r.output;
+  // Without the fix-up rank 1 refuses to load its section, and no rank is left waiting.
+  Patch(artifact, SectionOffset(artifact, "rank1/layers.2.up_proj") + 8, {0x12, 0x34});
+  r = RunG4("validate --threads 2 --tokens 16 --tp 2 --model " + dir + " --artifact " + artifact);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "checksum mismatch in section rank1/layers.2.up_proj"))
+      << r.output;
+}
+
+TEST(ValidateTp2Checks, DoctorChecksEveryRankOfATp2Artifact) {
+  const std::string artifact = PackedTinyTp("e4b", "doctor_tp2", 2);
+  G4Run r = RunG4("doctor --model " + artifact);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "for each of its 2 ranks")) << r.output;
+  Patch(artifact, SectionOffset(artifact, "rank1/layers.3.gate_proj") + 8, {0x12, 0x34});
+  r = RunG4("doctor --model " + artifact);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(Contains(r.output, "checksum mismatch in section rank1/layers.3.gate_proj"))
+      << r.output;
+}
+
+TEST(ValidateTp2Checks, RankCountMismatchIsRefused) {
+  const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
+  const std::string artifact = PackedTinyTp("e2b", "tp2_mismatch_cli", 2);
+  G4Run r = RunG4("validate --threads 2 --model " + dir + " --artifact " + artifact);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "packed with --tp 2 but validate runs --tp 1")) << r.output;
+  r = RunG4("logits --threads 2 --model " + artifact + " --ids 2,3 --out " +
+            TestTempDir("tp2_mismatch_npy") + "/x.npy");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "packed with --tp 2")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "runs --tp 1")) << r.output;
+  r = RunG4("run --tp 4 --threads 2 --model " + artifact + " --ids 2,3 -n 2");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(Contains(r.output, "packed with --tp 2")) << r.output;
+  EXPECT_TRUE(Contains(r.output, "runs --tp 4")) << r.output;
+  EXPECT_FALSE(Contains(r.output, "terminate called")) << r.output;
+}
+
+// ------------------------------------------------------------------------------------------------
 // Doctor
 
 TEST(Doctor, HealthyCheckpointPasses) {

@@ -106,7 +106,7 @@ int RunBenchTp(int argc, char** argv) {
       std::fflush(stdout);
       return OkStatus();
     });
-    if (!st.ok()) return output_process ? Fail("bench-tp", st) : 1;
+    if (!st.ok()) return output_process || !IsPeerFailure(st) ? Fail("bench-tp", st) : 1;
   }
   return 0;
 }

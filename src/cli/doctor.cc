@@ -469,13 +469,29 @@ int RunDoctor(int argc, char** argv) {
   Report r;
 
   if (IsPackFile(model_dir)) {
-    // An artifact: its checksums and plan check are the diagnosis (Model::Load runs them all).
+    // An artifact: its checksums and plan check are the diagnosis (the loader runs them all). A
+    // `g4 pack --tp N` artifact is loaded rank by rank, as `g4 run --tp N` would.
     ModelOptions options;
-    auto model = Model::Load(model_dir, options);
-    if (!model.ok())
-      r.Add(Level::kFail, "artifact", model.status().message());
+    int packed_tp = 1;
+    LmHeadPlacement lm_head = LmHeadPlacement::kSplitVocab;
+    if (auto pack = PackFile::Open(model_dir); pack.ok()) {
+      packed_tp = std::max(1, (*pack)->meta().value("tp", 1));
+      if ((*pack)->meta().value("lm_head", std::string()) == "rank0")
+        lm_head = LmHeadPlacement::kRank0;
+    }
+    Status loaded;
+    for (int rank = 0; rank < packed_tp && loaded.ok(); ++rank)
+      loaded = packed_tp == 1
+                   ? Model::Load(model_dir, options).status()
+                   : Model::LoadPacked(model_dir, options, rank, packed_tp, lm_head).status();
+    if (!loaded.ok())
+      r.Add(Level::kFail, "artifact", loaded.message());
     else
-      r.Add(Level::kOk, "artifact", "format version, size, every section checksum and the stored layer plan check out");
+      r.Add(Level::kOk, "artifact",
+            Str("format version, size, every section checksum and the stored layer plan check out",
+                packed_tp > 1 ? Str(" for each of its ", packed_tp, " ranks (run it with --tp ",
+                                    packed_tp, ")")
+                              : ""));
     auto tok = LoadModelTokenizer(model_dir);
     r.Add(tok.ok() ? Level::kOk : Level::kFail, "tokenizer", tok.ok() ? "the artifact's Gemma-4 tokenizer loads and passes "
                                                                         "its sanity checks" : tok.status().message());

@@ -48,7 +48,7 @@ int RunLogits(int argc, char** argv) {
     std::fprintf(stderr, "g4 logits: wrote [%zu, %d] to %s\n", ids->size(), plan.vocab, out.c_str());
     return OkStatus();
   });
-  if (!st.ok()) return output_process ? Fail("logits", st) : 1;
+  if (!st.ok()) return output_process || !IsPeerFailure(st) ? Fail("logits", st) : 1;
   return 0;
 }
 

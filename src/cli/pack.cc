@@ -18,7 +18,9 @@ int RunPack(int argc, char** argv) {
   int tp = 1, threads = 0;
   app.add_option("--model", model_dir, "model directory (Hugging Face layout)")->required();
   app.add_option("--quant", quant, "weight format: bf16 (as shipped), q8, q4")->check(CLI::IsMember({"bf16", "q8", "q4"}));
-  app.add_option("--tp", tp, "tensor-parallel ranks (weights split per rank)");
+  app.add_option(
+      "--tp", tp,
+      "tensor-parallel ranks: each rank's slices in its own sections (load with the same --tp)");
   app.add_option("--threads", threads, "threads (0 = all cores)");
   app.add_option("--out", out, "artifact file to write")->required();
   CLI11_PARSE(app, argc, argv);
@@ -30,8 +32,11 @@ int RunPack(int argc, char** argv) {
   PackModelStats stats;
   Status st = PackModel(model_dir, out, options, &stats);
   if (!st.ok()) return Fail("pack", st);
-  std::fprintf(stderr, "g4 pack: wrote %s (%s, %d sections, %.1f MB): load+convert %.2f s, write+checksum %.2f s\n",
-               out.c_str(), quant.c_str(), stats.sections, stats.bytes / 1e6, stats.load_seconds, stats.write_seconds);
+  std::fprintf(stderr,
+               "g4 pack: wrote %s (%s, tp %d, %d sections, %.1f MB): load+convert %.2f s, "
+               "write+checksum %.2f s\n",
+               out.c_str(), quant.c_str(), tp, stats.sections, stats.bytes / 1e6,
+               stats.load_seconds, stats.write_seconds);
   return 0;
 }
 

@@ -134,7 +134,7 @@ int RunRun(int argc, char** argv) {
                  result.finish_reason.c_str(), tp_note.c_str());
     return OkStatus();
   });
-  if (!st.ok()) return output_process ? Fail("run", st) : 1;
+  if (!st.ok()) return output_process || !IsPeerFailure(st) ? Fail("run", st) : 1;
   return 0;
 }
 

@@ -32,6 +32,8 @@
 #include "io/pack.h"
 #include "model/arch/gemma4.h"
 #include "model/forward.h"
+#include "parallel/rank_plan.h"
+#include "parallel/tensor_parallel.h"
 #include "reference/reference.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
@@ -84,42 +86,57 @@ std::string LoadedFormats(const ModelWeights& w) {
   return s;
 }
 
-Result<ProbeResult> RunProbe(const std::string& model_path, WeightType quant, int threads, const ProbeRequest& req) {
+// tp > 1: that many ranks as threads of this process, each loading its share through
+// LoadRankModel (an artifact's own rank sections), as `g4 run --tp` and the server's ranks do.
+Result<ProbeResult> RunProbe(const std::string& model_path, WeightType quant, int threads, int tp,
+                             const ProbeRequest& req) {
   ProbeResult out;
   ModelOptions options;
   options.threads = threads;
   options.load.quant = quant;
-  const auto t0 = Clock::now();
-  G4_ASSIGN_OR_RETURN(auto model, Model::Load(model_path, options));
-  out.load_seconds = Since(t0);
   out.artifact = IsPackFile(model_path);
-  out.weights = LoadedFormats(model->weights());
-  const ModelPlan& plan = model->plan();
-  out.vocab = plan.vocab;
-  for (const auto& prompt : req.greedy) {
-    KvCache cache(plan, static_cast<int>(prompt.size()) + req.n_new, req.chunk);
-    GenerateOptions gen;
-    gen.max_new_tokens = req.n_new;
-    gen.ignore_eos = true;
-    gen.prefill_chunk = req.chunk;
-    G4_ASSIGN_OR_RETURN(GenerateResult r, Generate(*model, cache, prompt, gen));
-    out.greedy.push_back(r.tokens);
-  }
-  if (!req.teacher.empty()) {
-    KvCache cache(plan, static_cast<int>(req.teacher.size()), req.chunk);
-    Activations act;
-    G4_ASSIGN_OR_RETURN(out.teacher_logits, Prefill(*model, cache, req.teacher, req.chunk, /*all_rows=*/true, act));
-    ApplySoftcapInPlace(out.teacher_logits.data(), static_cast<int>(out.teacher_logits.size()),
-                        static_cast<float>(plan.softcap));
-  }
+  G4_RETURN_IF_ERROR(RunTensorParallel(tp, [&](Communicator* comm) -> Status {
+    // Every rank runs every call (the collectives pair up); rank 0 records the answers.
+    const bool output_rank = IsOutputRank(comm);
+    const auto t0 = Clock::now();
+    G4_ASSIGN_OR_RETURN(auto model, LoadRankModel(model_path, options, comm));
+    const ModelPlan& plan = model->plan();
+    if (output_rank) {
+      out.load_seconds = Since(t0);
+      out.weights = LoadedFormats(model->weights());
+      out.vocab = plan.vocab;
+    }
+    for (const auto& prompt : req.greedy) {
+      KvCache cache(plan, static_cast<int>(prompt.size()) + req.n_new, req.chunk);
+      GenerateOptions gen;
+      gen.max_new_tokens = req.n_new;
+      gen.ignore_eos = true;
+      gen.prefill_chunk = req.chunk;
+      G4_ASSIGN_OR_RETURN(GenerateResult r, Generate(*model, cache, prompt, gen));
+      if (output_rank) out.greedy.push_back(r.tokens);
+    }
+    if (!req.teacher.empty()) {
+      KvCache cache(plan, static_cast<int>(req.teacher.size()), req.chunk);
+      Activations act;
+      G4_ASSIGN_OR_RETURN(std::vector<float> logits,
+                          Prefill(*model, cache, req.teacher, req.chunk, /*all_rows=*/true, act));
+      if (output_rank) {
+        ApplySoftcapInPlace(logits.data(), static_cast<int>(logits.size()),
+                            static_cast<float>(plan.softcap));
+        out.teacher_logits = std::move(logits);
+      }
+    }
+    return OkStatus();
+  }));
   return out;
 }
 
 int RunProbeCommand(int argc, char** argv) {
   CLI::App app{"(internal, for g4 validate) load a model the way the server does and answer requests", "g4 probe"};
   std::string model, requests, out, quant = "bf16";
-  int threads = 0;
+  int threads = 0, tp = 1;
   app.add_option("--model", model, "checkpoint directory or packed artifact")->required();
+  app.add_option("--tp", tp, "tensor-parallel ranks (threads of this process)");
   app.add_option("--quant", quant, "weight format")->check(CLI::IsMember({"bf16", "q8", "q4"}));
   app.add_option("--requests", requests, "request JSON")->required();
   app.add_option("--out", out, "output prefix: writes OUT.json and OUT.npy")->required();
@@ -139,7 +156,7 @@ int RunProbeCommand(int argc, char** argv) {
   }
   WeightType type;
   ParseWeightType(quant, &type);
-  auto result = RunProbe(model, type, threads, req);
+  auto result = RunProbe(model, type, threads, tp, req);
   if (!result.ok()) return Fail("probe", result.status());
   const nlohmann::json j = {{"greedy", result->greedy},     {"vocab", result->vocab},
                             {"load_seconds", result->load_seconds}, {"weights", result->weights},
@@ -152,8 +169,8 @@ int RunProbeCommand(int argc, char** argv) {
 }
 
 // Runs `g4 probe` in a child process (this very binary) and reads its answer back.
-Result<ProbeResult> RunProbeChild(const std::string& model_path, const std::string& quant, int threads,
-                                  const ProbeRequest& req, int* child_pid) {
+Result<ProbeResult> RunProbeChild(const std::string& model_path, const std::string& quant,
+                                  int threads, int tp, const ProbeRequest& req, int* child_pid) {
   char exe[PATH_MAX];
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return Status::Error("cannot find the g4 binary (/proc/self/exe)");
@@ -169,9 +186,13 @@ Result<ProbeResult> RunProbeChild(const std::string& model_path, const std::stri
     }
   } cleanup{dir};
   G4_RETURN_IF_ERROR(WriteFileAtomic(dir + "/requests.json", RequestToJson(req).dump()));
-  std::vector<std::string> args = {exe,         "probe",     "--model",         model_path,       "--quant", quant,
-                                   "--requests", dir + "/requests.json", "--out", dir + "/out", "--threads",
-                                   std::to_string(threads)};
+  std::vector<std::string> args = {exe,          "probe",
+                                   "--model",    model_path,
+                                   "--quant",    quant,
+                                   "--requests", dir + "/requests.json",
+                                   "--out",      dir + "/out",
+                                   "--threads",  std::to_string(threads),
+                                   "--tp",       std::to_string(tp)};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -339,7 +360,10 @@ int RunValidate(int argc, char** argv) {
   app.add_option("--artifact", artifact, "packed artifact to validate (else the checkpoint at --quant)");
   app.add_option("--quant", quant_text, "weight format when loading the checkpoint: bf16, q8, q4")
       ->check(CLI::IsMember({"bf16", "q8", "q4"}));
-  app.add_option("--tp", tp, "tensor-parallel ranks");
+  app.add_option(
+      "--tp", tp,
+      "tensor-parallel ranks, run as threads of the fresh process (an artifact must have been "
+      "packed with the same --tp)");
   app.add_option("--tokens", n_new, "greedy tokens per prompt");
   app.add_option("--text-tokens", text_tokens, "teacher-forced sequence length (0 = 2 x window + 8, at most 256)");
   app.add_option("--threads", threads, "threads (0 = all cores)");
@@ -352,8 +376,8 @@ int RunValidate(int argc, char** argv) {
   app.add_flag("--json", json_out, "also print the results as one JSON object");
   CLI11_PARSE(app, argc, argv);
 
-  if (tp != 1)
-    return Fail("validate", Status::Errorf("--tp ", tp, ": this build has no tensor-parallel loader; validate --tp 1"));
+  if (tp < 1)
+    return Fail("validate", Status::Errorf("--tp ", tp, ": the rank count must be at least 1"));
   if (IsPackFile(model_dir))
     return Fail("validate", Status::Errorf(model_dir, " is an artifact; --model takes the original checkpoint "
                                            "directory (the oracle runs on it) and --artifact the packed file"));
@@ -367,6 +391,13 @@ int RunValidate(int argc, char** argv) {
     if (!quant_text.empty() && quant_text != packed_quant)
       return Fail("validate", Status::Errorf(artifact, " holds ", packed_quant, " weights, not ", quant_text));
     quant_text = packed_quant;
+    // Caught here too (the loader refuses it as well) so the message comes before the oracle runs.
+    const int packed_tp = (*pack)->meta().value("tp", 1);
+    if (packed_tp != tp)
+      return Fail("validate",
+                  Status::Errorf(artifact, " was packed with --tp ", packed_tp,
+                                 " but validate runs --tp ", tp, ": give --tp ", packed_tp,
+                                 " (or re-pack with `g4 pack --tp ", tp, "`)"));
   }
   if (quant_text.empty()) quant_text = "bf16";
   ParseWeightType(quant_text, &quant);
@@ -375,6 +406,7 @@ int RunValidate(int argc, char** argv) {
   if (!config.ok()) return Fail("validate", config.status());
   auto plan = BuildGemma4Plan(*config);
   if (!plan.ok()) return Fail("validate", plan.status());
+  if (Status st = CheckTensorParallel(*plan, tp); !st.ok()) return Fail("validate", st);
   int window = 0;
   for (const auto& l : plan->layers) window = std::max(window, l.window);
   const int max_pos = plan->config.max_position_embeddings > 0 ? plan->config.max_position_embeddings : INT_MAX;
@@ -416,7 +448,8 @@ int RunValidate(int argc, char** argv) {
   // The target, in a fresh process unless told otherwise.
   int child_pid = 0;
   const auto t_target = Clock::now();
-  auto got = in_process ? RunProbe(target, quant, threads, req) : RunProbeChild(target, quant_text, threads, req, &child_pid);
+  auto got = in_process ? RunProbe(target, quant, threads, tp, req)
+                        : RunProbeChild(target, quant_text, threads, tp, req, &child_pid);
   if (!got.ok()) return Fail("validate", got.status());
   const double target_seconds = Since(t_target);
   const int V = plan->vocab;
@@ -467,9 +500,11 @@ int RunValidate(int argc, char** argv) {
   if (min_top1 >= 0) th.min_top1 = min_top1;
   if (max_kl >= 0) th.max_kl = max_kl;
   std::vector<std::string> failures;
-  std::printf("g4 validate: %s (%s, weights %s), loaded %s (load %.2f s)\n", target.c_str(),
+  std::printf("g4 validate: %s (%s, weights %s%s), loaded %s (load %.2f s)\n", target.c_str(),
               artifact.empty() ? "checkpoint" : "packed artifact", got->weights.c_str(),
-              in_process ? "in this process (--in-process)" : Str("in a fresh process, pid ", child_pid).c_str(),
+              tp > 1 ? Str(", tp ", tp, " ranks").c_str() : "",
+              in_process ? "in this process (--in-process)"
+                         : Str("in a fresh process, pid ", child_pid).c_str(),
               got->load_seconds);
   std::printf("oracle: %s (%.1f s%s)\n", oracle->description.c_str(), oracle_seconds,
               oracle->noise_floor >= 0 ? Str(", float32 noise floor ", oracle->noise_floor).c_str() : "");
@@ -519,11 +554,21 @@ int RunValidate(int argc, char** argv) {
               th.require_seq_match ? "SEQ_MATCH on every prompt," : "SEQ_MATCH reported only,", th.min_top1,
               th.max_kl, th.max_logit_error >= 0 ? Str(", max |logit error| <= ", th.max_logit_error).c_str() : "");
   if (json_out) {
-    const nlohmann::json j = {{"target", target},          {"artifact", !artifact.empty()}, {"quant", quant_text},
-                              {"fresh_process", !in_process}, {"oracle", oracle_kind},     {"noise_floor", oracle->noise_floor},
-                              {"greedy", j_greedy},         {"top1", top1},                {"mean_kl", mean_kl},
-                              {"max_logit_error", max_err}, {"pass", failures.empty()},    {"failures", failures},
-                              {"oracle_seconds", oracle_seconds}, {"target_seconds", target_seconds}};
+    const nlohmann::json j = {{"target", target},
+                              {"artifact", !artifact.empty()},
+                              {"quant", quant_text},
+                              {"tp", tp},
+                              {"fresh_process", !in_process},
+                              {"oracle", oracle_kind},
+                              {"noise_floor", oracle->noise_floor},
+                              {"greedy", j_greedy},
+                              {"top1", top1},
+                              {"mean_kl", mean_kl},
+                              {"max_logit_error", max_err},
+                              {"pass", failures.empty()},
+                              {"failures", failures},
+                              {"oracle_seconds", oracle_seconds},
+                              {"target_seconds", target_seconds}};
     std::printf("%s\n", j.dump().c_str());
   }
   if (failures.empty()) {

@@ -258,18 +258,30 @@ Status PackFile::Verify(const PackSection& s) const {
 }
 
 Status PackFile::VerifyAll(ThreadPool* pool) const {
+  return VerifySections(pool, [](const PackSection&) { return true; });
+}
+
+Status PackFile::VerifySections(ThreadPool* pool,
+                                const std::function<bool(const PackSection&)>& which) const {
   // One task per chunk of every section, so one huge section (the PLE table) uses every thread.
   struct Task {
     size_t section, chunk;
   };
   std::vector<Task> tasks;
   std::vector<std::vector<uint64_t>> hashes(sections_.size());
+  std::vector<bool> chosen(sections_.size());
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   for (size_t i = 0; i < sections_.size(); ++i) {
+    chosen[i] = which(sections_[i]);
+    if (!chosen[i]) continue;
     hashes[i].resize(ChecksumChunks(sections_[i].bytes));
     for (size_t c = 0; c < hashes[i].size(); ++c) tasks.push_back({i, c});
+    if (sections_[i].bytes > 0) {
+      const uintptr_t begin = reinterpret_cast<uintptr_t>(sections_[i].data) / page * page;
+      const uintptr_t end = reinterpret_cast<uintptr_t>(sections_[i].data) + sections_[i].bytes;
+      ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+    }
   }
-  if (file_.size() > 0)
-    ::madvise(const_cast<uint8_t*>(file_.data()), file_.size(), MADV_WILLNEED);
   auto run = [&](int64_t t, int) {
     const Task& task = tasks[t];
     const PackSection& s = sections_[task.section];
@@ -281,6 +293,7 @@ Status PackFile::VerifyAll(ThreadPool* pool) const {
     for (size_t t = 0; t < tasks.size(); ++t) run(static_cast<int64_t>(t), 0);
   }
   for (size_t i = 0; i < sections_.size(); ++i) {
+    if (!chosen[i]) continue;
     const uint64_t got = CombineChunkHashes(hashes[i].data(), hashes[i].size());
     if (got != sections_[i].checksum) return ChecksumMismatch(*this, sections_[i], got);
   }

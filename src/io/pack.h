@@ -14,11 +14,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/mapped_file.h"
 #include "base/status.h"
@@ -97,6 +97,10 @@ class PackFile {
   // chunks across the pool's threads and faults every page in (the artifact is read once here).
   Status Verify(const PackSection& section) const;
   Status VerifyAll(ThreadPool* pool) const;
+  // VerifyAll over the sections `which` accepts: a tensor-parallel rank checks (and faults in)
+  // its own sections and the shared ones, not its peers'.
+  Status VerifySections(ThreadPool* pool,
+                        const std::function<bool(const PackSection&)>& which) const;
   // A text section, verified.
   Result<std::string> ReadText(const std::string& name) const;
 

@@ -10,6 +10,7 @@
 #include "base/mapped_file.h"
 #include "kernels/cpu_kernels.h"
 #include "kernels/ops.h"
+#include "kernels/quantize.h"
 #include "model/arch/gemma4.h"
 #include "model/packed_model.h"
 
@@ -39,21 +40,26 @@ void Activations::Reserve(const ModelPlan& plan, int rows, int n_rope_configs, i
 }
 
 Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOptions& options) {
-  if (IsPackFile(dir)) {
-    // A packed artifact: mapped and verified, weights used in place (no conversion).
-    LoadOptions load = options.load;
-    if (load.threads == 0) load.threads = options.threads;
-    G4_ASSIGN_OR_RETURN(PackedModel packed, LoadPackedModel(dir, load.quant, load.threads));
-    auto model = std::unique_ptr<Model>(new Model());
-    model->dir_ = dir;
-    model->plan_ = std::move(packed.plan);
-    model->weights_ = std::move(packed.weights);
-    model->Prepare(options);
-    return model;
-  }
+  if (IsPackFile(dir)) return LoadPacked(dir, options, 0, 1);
   G4_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   G4_ASSIGN_OR_RETURN(ModelPlan plan, BuildGemma4Plan(config));
   return LoadShare(dir, plan, plan, options);
+}
+
+Result<std::unique_ptr<Model>> Model::LoadPacked(const std::string& path,
+                                                 const ModelOptions& options, int rank, int tp,
+                                                 LmHeadPlacement lm_head) {
+  // A packed artifact: mapped and verified, weights used in place (no conversion).
+  LoadOptions load = options.load;
+  if (load.threads == 0) load.threads = options.threads;
+  G4_ASSIGN_OR_RETURN(PackedModel packed,
+                      LoadPackedModel(path, load.quant, load.threads, rank, tp, lm_head));
+  auto model = std::unique_ptr<Model>(new Model());
+  model->dir_ = path;
+  model->plan_ = std::move(packed.plan);
+  model->weights_ = std::move(packed.weights);
+  model->Prepare(options);
+  return model;
 }
 
 Result<std::unique_ptr<Model>> Model::LoadShare(const std::string& dir, const ModelPlan& full,
@@ -355,7 +361,22 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
   // only a vocabulary block): one row per token, cheaper than waiting for a broadcast.
   for (int r = 0; r < n; ++r) {
     float* xr = x + static_cast<size_t>(r) * H;
-    if (w.embed_table) {
+    if (w.embed_table && w.embed_table_type != WeightType::kBF16) {
+      const uint8_t* row =
+          w.embed_table + static_cast<size_t>(rows[r].token) * H * DTypeSize(w.embed_table_dtype);
+      const SourceType src = w.embed_table_dtype == DType::kBF16  ? SourceType::kBF16
+                             : w.embed_table_dtype == DType::kF16 ? SourceType::kF16
+                                                                  : SourceType::kF32;
+      std::vector<uint8_t> quantized(WeightBytes(w.embed_table_type, 1, H));
+      QuantizeMatrix(row, src, 1, H, w.embed_table_type, quantized.data(), nullptr);
+      WeightMatrix one_row;
+      one_row.type = w.embed_table_type;
+      one_row.rows = 1;
+      one_row.cols = H;
+      one_row.data = quantized.data();
+      one_row.bytes = quantized.size();
+      DequantizeRow(one_row, 0, xr);
+    } else if (w.embed_table) {
       MappedRowToF32(w.embed_table, w.embed_table_dtype, rows[r].token, H, xr);
     } else {
       DequantizeRow(w.embed, rows[r].token, xr);

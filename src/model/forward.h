@@ -50,6 +50,11 @@ class Model {
   // parallel/rank_plan.h, `full` the unsharded plan its tensors are checked against).
   static Result<std::unique_ptr<Model>> LoadShare(const std::string& dir, const ModelPlan& full,
                                                   ModelPlan plan, const ModelOptions& options = {});
+  // Rank `rank` of a packed artifact, which must have been packed with `g4 pack --tp tp` and the
+  // same LM-head placement (else an error naming both). Load(path) is rank 0 of tp 1.
+  static Result<std::unique_ptr<Model>> LoadPacked(
+      const std::string& path, const ModelOptions& options, int rank, int tp,
+      LmHeadPlacement lm_head = LmHeadPlacement::kSplitVocab);
 
   const ModelPlan& plan() const { return plan_; }
   const ModelWeights& weights() const { return *weights_; }

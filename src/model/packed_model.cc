@@ -6,6 +6,7 @@
 
 #include "model/arch/gemma4.h"
 #include "model/forward.h"
+#include "parallel/rank_plan.h"
 
 namespace g4 {
 
@@ -15,8 +16,11 @@ namespace {
 // writing and loading walk, so the two cannot disagree. Works on const and non-const weights.
 template <class W, class MatrixFn, class VectorFn, class ScalarFn>
 void ForEachTensor(const ModelPlan& plan, W& w, MatrixFn matrix, VectorFn vector, ScalarFn scalar) {
-  const int H = plan.hidden, V = plan.vocab, L = plan.n_layers(), P = plan.ple_dim;
-  matrix("embed", w.embed, V, H);
+  const int H = plan.hidden, L = plan.n_layers(), P = plan.ple_dim;
+  // The tied LM head: all of it, or under tensor parallelism this rank's vocabulary rows (none
+  // on the ranks other than 0 when rank 0 holds the whole head).
+  const int head_rows = plan.lm_head_end() - plan.lm_head_begin();
+  if (head_rows > 0) matrix("embed", w.embed, head_rows, H);
   vector("final_norm", w.final_norm, H);
   if (P > 0) {
     matrix("ple_model_projection", w.ple_model_projection, L * P, H);
@@ -53,6 +57,12 @@ void ForEachTensor(const ModelPlan& plan, W& w, MatrixFn matrix, VectorFn vector
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
+
+const char* LmHeadName(LmHeadPlacement p) {
+  return p == LmHeadPlacement::kRank0 ? "rank0" : "split";
+}
+
+std::string RankPrefix(int rank) { return "rank" + std::to_string(rank) + "/"; }
 
 const char* kCheckpointFiles[] = {"config.json", "generation_config.json", "tokenizer.json",
                                   "tokenizer_config.json", "chat_template.jinja"};
@@ -97,34 +107,91 @@ nlohmann::json PlanToJson(const ModelPlan& plan) {
                       {"rope_pairs", l.rope_pairs},
                       {"mlp_width", l.mlp_width},
                       {"ple_offset", l.ple_offset}});
+    // A rank's share (only then, so that --tp 1 plans read as they always did).
+    if (plan.tp_size > 1) layers.back()["mlp_offset"] = l.mlp_offset;
   }
-  return {{"hidden", plan.hidden},           {"vocab", plan.vocab},
-          {"ple_dim", plan.ple_dim},         {"first_kv_shared", plan.first_kv_shared},
-          {"softcap", plan.softcap},         {"rms_norm_eps", plan.rms_norm_eps},
-          {"kv_owners", plan.kv_owners},     {"layers", layers}};
+  nlohmann::json j = {{"hidden", plan.hidden},       {"vocab", plan.vocab},
+                      {"ple_dim", plan.ple_dim},     {"first_kv_shared", plan.first_kv_shared},
+                      {"softcap", plan.softcap},     {"rms_norm_eps", plan.rms_norm_eps},
+                      {"kv_owners", plan.kv_owners}, {"layers", layers}};
+  if (plan.tp_size > 1) {
+    j["tp_rank"] = plan.tp_rank;
+    j["tp_size"] = plan.tp_size;
+    j["lm_head"] = LmHeadName(plan.lm_head);
+    j["lm_head_rows"] = {plan.lm_head_begin(), plan.lm_head_end()};
+  }
+  return j;
 }
+
+namespace {
+
+// Writes one rank's plan and tensors under PREFIX.
+Status AddRankSections(PackWriter& writer, const std::string& prefix, const ModelPlan& plan,
+                       const ModelWeights& w, int* sections) {
+  G4_RETURN_IF_ERROR(writer.AddText(prefix + "plan", PlanToJson(plan).dump(1)));
+  ++*sections;
+  Status status;
+  ForEachTensor(
+      plan, w,
+      [&](const std::string& name, const WeightMatrix& m, int, int) {
+        if (!status.ok()) return;
+        status = writer.Add(prefix + name, m.data, m.bytes,
+                            {{"kind", "matrix"},
+                             {"type", WeightTypeName(m.type)},
+                             {"rows", m.rows},
+                             {"cols", m.cols}});
+        ++*sections;
+      },
+      [&](const std::string& name, const std::vector<float>& v, int) {
+        if (!status.ok()) return;
+        status = writer.Add(prefix + name, v.data(), v.size() * sizeof(float),
+                            {{"kind", "vector"}, {"type", "f32"}, {"n", v.size()}});
+        ++*sections;
+      },
+      [&](const std::string& name, float v) {
+        if (!status.ok()) return;
+        status = writer.Add(prefix + name, &v, sizeof v,
+                            {{"kind", "vector"}, {"type", "f32"}, {"n", 1}});
+        ++*sections;
+      });
+  return status;
+}
+
+}  // namespace
 
 Status PackModel(const std::string& dir, const std::string& out, const PackModelOptions& options,
                  PackModelStats* stats) {
-  if (options.tp != 1)
-    return Status::Errorf("--tp ", options.tp, ": per-rank artifacts need the tensor-parallel loader, which this "
-                          "build does not have yet; pack with --tp 1");
+  const int tp = options.tp;
+  if (tp < 1) return Status::Errorf("--tp ", tp, ": the rank count must be at least 1");
   if (IsPackFile(dir)) return Status::Errorf(dir, " is already a packed artifact; pack a Hugging Face directory");
   if (!FileExists(dir + "/tokenizer.json"))
     return Status::Errorf(dir, "/tokenizer.json is missing: an artifact without the checkpoint's tokenizer would "
                           "serve garbage; copy the tokenizer.json that came with the model");
   const auto t0 = std::chrono::steady_clock::now();
-  ModelOptions model_options;
-  model_options.threads = options.threads;
-  model_options.load.quant = options.quant;
-  G4_ASSIGN_OR_RETURN(auto model, Model::Load(dir, model_options));
+  LoadOptions load;
+  load.quant = options.quant;
+  load.threads = options.threads;
+  // --tp 1: the whole model as Model::Load converts it. --tp N: each rank's share as
+  // LoadRankModel would hold it, converted one rank at a time (peak memory: one rank).
+  std::unique_ptr<Model> model;
+  ModelPlan full;
+  if (tp == 1) {
+    ModelOptions model_options;
+    model_options.threads = options.threads;
+    model_options.load = load;
+    G4_ASSIGN_OR_RETURN(model, Model::Load(dir, model_options));
+    full = model->plan();
+  } else {
+    G4_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+    G4_ASSIGN_OR_RETURN(full, BuildGemma4Plan(config));
+    G4_RETURN_IF_ERROR(CheckTensorParallel(full, tp));
+  }
   const double load_seconds = Seconds(t0);
-  const ModelPlan& plan = model->plan();
-  const ModelWeights& w = model->weights();
 
   const auto t1 = std::chrono::steady_clock::now();
+  ThreadPool own_pool(model ? 1 : options.threads);
   PackWriteOptions write = options.write;
-  if (!write.pool) write.pool = &model->pool();
+  if (!write.pool) write.pool = model ? &model->pool() : &own_pool;
   G4_ASSIGN_OR_RETURN(auto writer, PackWriter::Create(out, write));
   int sections = 0;
   for (const char* name : kCheckpointFiles) {
@@ -133,71 +200,101 @@ Status PackModel(const std::string& dir, const std::string& out, const PackModel
     G4_RETURN_IF_ERROR(writer->AddText(std::string("file/") + name, text));
     ++sections;
   }
-  const std::string rank = "rank0/";
-  G4_RETURN_IF_ERROR(writer->AddText(rank + "plan", PlanToJson(plan).dump(1)));
-  ++sections;
-  Status status;
-  ForEachTensor(
-      plan, w,
-      [&](const std::string& name, const WeightMatrix& m, int, int) {
-        if (!status.ok()) return;
-        status = writer->Add(rank + name, m.data, m.bytes,
-                             {{"kind", "matrix"}, {"type", WeightTypeName(m.type)}, {"rows", m.rows}, {"cols", m.cols}});
+  nlohmann::json meta = {{"format_version", kPackFormatVersion},
+                         {"quant", WeightTypeName(options.quant)},
+                         {"tp", tp},
+                         {"source", dir}};
+  if (tp > 1) meta["lm_head"] = LmHeadName(options.lm_head);
+  bool embed_table_written = false;
+  double convert_seconds = 0;  // rank conversions interleaved with writing (tp > 1)
+  for (int r = 0; r < tp; ++r) {
+    ModelPlan plan;
+    std::unique_ptr<ModelWeights> rank_weights;
+    if (model) {
+      plan = model->plan();
+    } else {
+      G4_ASSIGN_OR_RETURN(plan, BuildRankPlan(full, r, tp, {.lm_head = options.lm_head}));
+      const auto t = std::chrono::steady_clock::now();
+      G4_ASSIGN_OR_RETURN(rank_weights, LoadRankWeights(full, plan, dir, load));
+      convert_seconds += Seconds(t);
+    }
+    const ModelWeights& w = model ? model->weights() : *rank_weights;
+    G4_RETURN_IF_ERROR(AddRankSections(*writer, RankPrefix(r), plan, w, &sections));
+    if (r == 0) {
+      meta["tensor_prefix"] = w.tensor_prefix;
+      meta["embed_scale"] = w.embed_scale;
+      meta["ple_scale"] = w.ple_scale;
+      if (plan.ple_dim > 0) {
+        const uint64_t bytes = static_cast<uint64_t>(plan.vocab) * plan.n_layers() * plan.ple_dim *
+                               DTypeSize(w.ple_dtype);
+        G4_RETURN_IF_ERROR(writer->Add("ple_table", w.ple_table, bytes,
+                                       {{"kind", "table"},
+                                        {"dtype", DTypeName(w.ple_dtype)},
+                                        {"rows", plan.vocab},
+                                        {"cols", plan.n_layers() * plan.ple_dim}}));
         ++sections;
-      },
-      [&](const std::string& name, const std::vector<float>& v, int) {
-        if (!status.ok()) return;
-        status = writer->Add(rank + name, v.data(), v.size() * sizeof(float),
-                             {{"kind", "vector"}, {"type", "f32"}, {"n", v.size()}});
-        ++sections;
-      },
-      [&](const std::string& name, float v) {
-        if (!status.ok()) return;
-        status = writer->Add(rank + name, &v, sizeof v, {{"kind", "vector"}, {"type", "f32"}, {"n", 1}});
-        ++sections;
-      });
-  G4_RETURN_IF_ERROR(status);
-  if (plan.ple_dim > 0) {
-    const uint64_t bytes = static_cast<uint64_t>(plan.vocab) * plan.n_layers() * plan.ple_dim * DTypeSize(w.ple_dtype);
-    G4_RETURN_IF_ERROR(writer->Add("ple_table", w.ple_table, bytes,
-                                   {{"kind", "table"}, {"dtype", DTypeName(w.ple_dtype)}, {"rows", plan.vocab},
-                                    {"cols", plan.n_layers() * plan.ple_dim}}));
-    ++sections;
+      }
+    }
+    if (w.embed_table && !embed_table_written) {
+      // Input tokens may be anywhere in the vocabulary, the rank's LM head rows are a block.
+      const uint64_t bytes =
+          static_cast<uint64_t>(plan.vocab) * plan.hidden * DTypeSize(w.embed_table_dtype);
+      G4_RETURN_IF_ERROR(writer->Add("embed_table", w.embed_table, bytes,
+                                     {{"kind", "table"},
+                                      {"dtype", DTypeName(w.embed_table_dtype)},
+                                      {"rows", plan.vocab},
+                                      {"cols", plan.hidden},
+                                      {"lookup_type", WeightTypeName(w.embed_table_type)}}));
+      ++sections;
+      embed_table_written = true;
+    }
   }
-  const nlohmann::json meta = {{"format_version", kPackFormatVersion},
-                               {"quant", WeightTypeName(options.quant)},
-                               {"tp", options.tp},
-                               {"source", dir},
-                               {"tensor_prefix", w.tensor_prefix},
-                               {"embed_scale", w.embed_scale},
-                               {"ple_scale", w.ple_scale}};
   G4_RETURN_IF_ERROR(writer->Commit(meta));
   if (stats) {
-    stats->load_seconds = load_seconds;
-    stats->write_seconds = Seconds(t1);
+    stats->load_seconds = load_seconds + convert_seconds;
+    stats->write_seconds = Seconds(t1) - convert_seconds;
     stats->bytes = writer->bytes_written();
     stats->sections = sections;
   }
   return OkStatus();
 }
 
-Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requested, int threads) {
+Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requested, int threads,
+                                    int rank, int tp, LmHeadPlacement lm_head) {
   G4_ASSIGN_OR_RETURN(auto pack_ptr, PackFile::Open(path));
   std::shared_ptr<PackFile> pack = std::move(pack_ptr);
-  {
-    ThreadPool pool(threads);
-    G4_RETURN_IF_ERROR(pack->VerifyAll(&pool));
-  }
   const nlohmann::json& meta = pack->meta();
+  // The rank count first: it decides which sections this process reads at all.
+  const int packed_tp = meta.value("tp", 1);
+  if (packed_tp != tp)
+    return Status::Errorf(path, ": packed with --tp ", packed_tp, " (",
+                          packed_tp == 1 ? "one rank" : "one set of weights per rank",
+                          ") but this command runs --tp ", tp, ": run it with --tp ", packed_tp,
+                          ", or re-pack with `g4 pack --tp ", tp, "`");
+  if (rank < 0 || rank >= tp)
+    return Status::Errorf(path, ": rank ", rank, " of --tp ", tp, " does not exist");
+  if (tp > 1 && meta.value("lm_head", std::string("split")) != LmHeadName(lm_head))
+    return Status::Errorf(path, ": packed with the LM head placed \"",
+                          meta.value("lm_head", std::string("split")),
+                          "\" but this command asks for \"", LmHeadName(lm_head),
+                          "\"; use the artifact's placement or re-pack");
+  const std::string prefix = RankPrefix(rank);
+  {
+    // This rank's sections and the shared ones (files, tables); the peers check their own.
+    ThreadPool pool(threads);
+    G4_RETURN_IF_ERROR(pack->VerifySections(&pool, [&](const PackSection& s) {
+      return s.name.rfind(prefix, 0) == 0 || s.name.rfind("rank", 0) != 0;
+    }));
+  }
   WeightType quant;
   if (!ParseWeightType(meta.value("quant", std::string()), &quant))
     return Status::Errorf(path, ": unknown weight format \"", meta.value("quant", std::string()), "\" in the artifact");
   if (requested != WeightType::kBF16 && requested != quant)
     return Status::Errorf(path, ": the artifact holds ", WeightTypeName(quant), " weights but ",
-                          WeightTypeName(requested), " was asked for; an artifact is never converted at load: run "
-                          "`g4 pack --quant ", WeightTypeName(requested), "` (or drop --quant)");
-  if (meta.value("tp", 1) != 1)
-    return Status::Errorf(path, ": a --tp ", meta.value("tp", 1), " artifact; this build loads --tp 1 artifacts only");
+                          WeightTypeName(requested),
+                          " was asked for; an artifact is never converted at load: run "
+                          "`g4 pack --quant ",
+                          WeightTypeName(requested), "` (or drop --quant)");
 
   PackedModel out;
   out.quant = quant;
@@ -207,10 +304,15 @@ Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requeste
     G4_ASSIGN_OR_RETURN(generation_text, pack->ReadText("file/generation_config.json"));
   }
   G4_ASSIGN_OR_RETURN(ModelConfig config, ParseGemma4Config(config_text, generation_text, path));
-  G4_ASSIGN_OR_RETURN(out.plan, BuildGemma4Plan(config));
+  G4_ASSIGN_OR_RETURN(ModelPlan full, BuildGemma4Plan(config));
+  if (tp > 1) {
+    G4_ASSIGN_OR_RETURN(out.plan, BuildRankPlan(full, rank, tp, {.lm_head = lm_head}));
+  } else {
+    out.plan = std::move(full);
+  }
   const ModelPlan& plan = out.plan;
   {
-    G4_ASSIGN_OR_RETURN(std::string stored_text, pack->ReadText("rank0/plan"));
+    G4_ASSIGN_OR_RETURN(std::string stored_text, pack->ReadText(prefix + "plan"));
     const nlohmann::json stored = nlohmann::json::parse(stored_text, nullptr, false);
     const nlohmann::json derived = PlanToJson(plan);
     if (stored != derived)
@@ -227,8 +329,9 @@ Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requeste
   w->ple_scale = meta.value("ple_scale", 1.0f);
   Status status;
   auto section = [&](const std::string& name) -> const PackSection* {
-    const PackSection* s = pack->Find("rank0/" + name);
-    if (!s && status.ok()) status = Status::Errorf(path, ": the artifact has no section rank0/", name);
+    const PackSection* s = pack->Find(prefix + name);
+    if (!s && status.ok())
+      status = Status::Errorf(path, ": the artifact has no section ", prefix, name);
     return s;
   };
   ForEachTensor(
@@ -240,8 +343,9 @@ Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requeste
         const int r = s->meta.value("rows", -1), c = s->meta.value("cols", -1);
         if (!ParseWeightType(s->meta.value("type", std::string()), &type) || r != rows || c != cols ||
             s->bytes != WeightBytes(type, rows, cols)) {
-          status = Status::Errorf(path, ": section rank0/", name, " holds ", s->meta.dump(), " in ", s->bytes,
-                                  " bytes; the plan needs [", rows, ", ", cols, "]");
+          status =
+              Status::Errorf(path, ": section ", prefix, name, " holds ", s->meta.dump(), " in ",
+                             s->bytes, " bytes; the plan needs [", rows, ", ", cols, "]");
           return;
         }
         m.type = type;
@@ -254,7 +358,8 @@ Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requeste
         const PackSection* s = section(name);
         if (!s || !status.ok()) return;
         if (s->bytes != static_cast<uint64_t>(n) * sizeof(float)) {
-          status = Status::Errorf(path, ": section rank0/", name, " has ", s->bytes, " bytes, expected ", n, " floats");
+          status = Status::Errorf(path, ": section ", prefix, name, " has ", s->bytes,
+                                  " bytes, expected ", n, " floats");
           return;
         }
         v.resize(n);
@@ -264,7 +369,7 @@ Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requeste
         const PackSection* s = section(name);
         if (!s || !status.ok()) return;
         if (s->bytes != sizeof(float)) {
-          status = Status::Errorf(path, ": section rank0/", name, " is not one float");
+          status = Status::Errorf(path, ": section ", prefix, name, " is not one float");
           return;
         }
         std::memcpy(&v, s->data, sizeof v);
@@ -280,8 +385,26 @@ Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requeste
     w->ple_table = s->data;
     w->mapped_bytes = static_cast<int64_t>(s->bytes);
   }
+  if (plan.lm_head_end() - plan.lm_head_begin() != plan.vocab) {
+    const PackSection* s = pack->Find("embed_table");
+    if (!s)
+      return Status::Errorf(
+          path,
+          ": the artifact has no embed_table section (needed by a rank without the whole LM head)");
+    G4_ASSIGN_OR_RETURN(w->embed_table_dtype, ParseDType(s->meta.value("dtype", std::string())));
+    const uint64_t expect =
+        static_cast<uint64_t>(plan.vocab) * plan.hidden * DTypeSize(w->embed_table_dtype);
+    if (s->bytes != expect)
+      return Status::Errorf(path, ": section embed_table has ", s->bytes, " bytes, the plan needs ",
+                            expect);
+    if (!ParseWeightType(s->meta.value("lookup_type", std::string()), &w->embed_table_type))
+      return Status::Errorf(path,
+                            ": section embed_table has no valid lookup_type: ", s->meta.dump());
+    w->embed_table = s->data;
+    w->mapped_bytes += static_cast<int64_t>(s->bytes);
+  }
   for (const PackSection& s : pack->sections())
-    if (s.name.rfind("rank0/", 0) == 0 && s.meta.value("kind", std::string()) == "matrix")
+    if (s.name.rfind(prefix, 0) == 0 && s.meta.value("kind", std::string()) == "matrix")
       w->mapped_bytes += static_cast<int64_t>(s.bytes);
   w->artifact = pack;  // keeps the mapping alive as long as the weights
   out.weights = std::move(w);

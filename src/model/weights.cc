@@ -163,6 +163,10 @@ Result<std::unique_ptr<ModelWeights>> LoadRankWeights(const ModelPlan& full, con
                             embed_view->ShapeString(), ", expected [", V, ", ", H, "]");
     w->embed_table = embed_view->data;
     w->embed_table_dtype = embed_dtype;
+    // What Binder::Matrix would make of the whole table.
+    if ((options.quant == WeightType::kQ8 || options.quant == WeightType::kQ4) &&
+        WeightTypeFits(options.quant, H))
+      w->embed_table_type = options.quant;
     w->mapped_bytes += static_cast<int64_t>(embed_view->bytes);
   }
   w->embed_scale = RoundToDType(std::sqrt(static_cast<double>(H)), embed_dtype);

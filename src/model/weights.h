@@ -32,6 +32,10 @@ struct ModelWeights {
   // mapped and one row is read per token (like the PLE table). Null when embed is whole.
   const uint8_t* embed_table = nullptr;
   DType embed_table_dtype = DType::kBF16;
+  // The format the whole `embed` would have (q8/q4 when it is quantized): a looked-up row is
+  // quantized and dequantized again (blocks lie within a row), so every rank, and any rank
+  // count, feeds the model the same input as one rank dequantizing its quantized embedding.
+  WeightType embed_table_type = WeightType::kBF16;
   float embed_scale = 1;    // sqrt(H) rounded to the checkpoint dtype, as HF does (spec §3.1)
   std::vector<float> final_norm;
   // Per-layer embeddings (E2B/E4B): the table stays mapped.
