@@ -20,6 +20,8 @@ int RunServe(int argc, char** argv) {
   app.add_option("--parallel", o.parallel, "slots: sequences decoded together in one batch");
   app.add_option("--max-queue", o.max_queue, "requests that may wait for a slot; more get 429");
   app.add_option("--threads", o.threads, "compute threads (0 = all cores)");
+  app.add_option("--quant", o.quant, "weight format: bf16 (as shipped), q8, q4")
+      ->check(CLI::IsMember({"bf16", "q8", "q4"}));
   app.add_option("--http-threads", o.http_threads, "HTTP worker threads (0 = parallel + max-queue + 16)");
   app.add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' (not for /health)");
   app.add_option("--timeout", o.timeout_seconds, "per-request time limit in seconds (finish_reason \"timeout\")");

@@ -16,6 +16,7 @@ struct ServerOptions {
   int parallel = 4;
   int max_queue = 64;
   int threads = 0;  // compute threads; 0 = all cores
+  std::string quant = "bf16";  // weight format at load: bf16 (as shipped), q8, q4
   int http_threads = 0;  // 0 -> parallel + max_queue + 16
   std::string api_key;
   double timeout_seconds = 600;  // per request, unless it asks for less
