@@ -23,6 +23,7 @@
 #include <random>
 #include <thread>
 
+#include "io/pack.h"
 #include "kernels/weight_matrix.h"
 #include "model/arch/gemma4.h"
 #include "model/forward.h"
@@ -631,15 +632,12 @@ Status LoadEverything(ServerState& s) {
   if (!ParseWeightType(s.options.quant, &mo.load.quant))
     return Status::Errorf("unknown weight format '", s.options.quant, "' (bf16, q8, q4)");
   G4_ASSIGN_OR_RETURN(s.model, Model::Load(s.options.model_dir, mo));
-  G4_ASSIGN_OR_RETURN(s.tokenizer, Tokenizer::Load(s.options.model_dir + "/tokenizer.json"));
+  // MODEL may be a directory or a `g4 pack` artifact: small files are read through io/pack.
+  G4_ASSIGN_OR_RETURN(s.tokenizer, LoadModelTokenizer(s.options.model_dir));
   // The template revision decides small prompt details (thinking marker, empty thought channel).
-  const std::string jinja_path = s.options.model_dir + "/chat_template.jinja";
-  if (FILE* f = std::fopen(jinja_path.c_str(), "rb")) {
-    std::string text;
-    char buf[65536];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-    std::fclose(f);
+  if (ModelHasFile(s.options.model_dir, "chat_template.jinja")) {
+    G4_ASSIGN_OR_RETURN(std::string text,
+                        ReadModelTextFile(s.options.model_dir, "chat_template.jinja"));
     const ChatTemplateInfo info = DetectChatTemplate(text);
     s.chat_features = info.features;
     Log(s, Str("chat template: ", info.revision, info.known ? "" : " (" + info.warning + ")"));

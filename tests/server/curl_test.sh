@@ -162,5 +162,14 @@ if [ "$(grep '^data: ' "$tmp/drain" | tail -1)" = "data: [DONE]" ] && grep -q '"
 wait "$pid"; rc=$?
 if [ "$rc" = 0 ]; then ok "draining: exit code 0"; else fail "draining: exit code 0"; fi
 
+# A `g4 pack` artifact serves like the directory it came from (tokenizer and config inside it).
+"$bin" pack --model "$model" --quant q8 --threads 1 --out "$tmp/model.g4" >/dev/null 2>&1 || fail "g4 pack"
+model="$tmp/model.g4"
+start artifact --ctx 128
+wait_ready "$url" || { fail "artifact server ready"; cat "$tmp/artifact.log"; }
+req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":3,"temperature":0,"ignore_eos":true}'
+if [ "$code" = 200 ] && has "$body" '"completion_tokens":3' && has "$body" '"model":"model.g4"'; then ok "serves a packed artifact"; else fail "serves a packed artifact: $body"; fi
+kill -TERM "$pid"; wait "$pid"
+
 echo "curl tests: $passed/$((passed + failed)) passed"
 [ "$failed" = 0 ]
