@@ -1,10 +1,12 @@
 // Load benchmark for g4 serve: for each --parallel N in the list, starts a server, keeps N
 // streaming /v1/completions requests in flight (closed loop) until `requests` are done, and
 // reports requests/s, aggregate generated tokens/s, mean TTFT and per-stream decode tokens/s.
-//   node bench/serve_load.mjs [--model DIR] [--slots 1,4,16] [--requests 32] [--max-tokens 64]
-//                             [--prompt-tokens 32] [--threads 0]
-// Without --model it benchmarks a tiny synthetic E2B (g4 synth). Never run by ctest.
-import { startServer, testModel } from '../tests/server/harness.mjs';
+//   node bench/serve_load.mjs [--model DIR] [--quant bf16|q8|q4] [--slots 1,4,16] [--requests N|N1,N2,..]
+//                             [--max-tokens 64] [--prompt-tokens 32] [--threads 0]
+// --requests: one count for every slot count, or one per slot count; default max(2 * slots, 8). Without --model it benchmarks a tiny
+// synthetic E2B (g4 synth). Never run by ctest.
+import { rmSync } from 'node:fs';
+import { metric, startServer, testModel, waitHealthy } from '../tests/server/harness.mjs';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
   if (a.startsWith('--')) acc.push([a.slice(2), all[i + 1]]);
@@ -15,6 +17,7 @@ const slotsList = (args.slots || '1,4,16').split(',').map(Number);
 const maxTokens = Number(args['max-tokens'] || 64);
 const promptTokens = Number(args['prompt-tokens'] || 32);
 const threads = args.threads || '0';
+const quant = args.quant || 'bf16';
 
 async function one(url, i) {
   const t0 = performance.now();
@@ -40,14 +43,23 @@ async function one(url, i) {
   return { ttft, tokens, total };
 }
 
-console.log(`model ${model}; prompt ${promptTokens} tokens, ${maxTokens} generated per request`);
-console.log('| slots | requests | wall s | requests/s | aggregate tok/s | mean TTFT ms | per-stream tok/s |');
-console.log('|---:|---:|---:|---:|---:|---:|---:|');
+console.log(`model ${model} (${quant}); prompt ${promptTokens} tokens, ${maxTokens} generated per request`);
+// aggregate tok/s: all completion tokens over the wall time (prefill included). decode tok/s:
+// one stream's rate after its first token; x slots: what the slots decode together (the batched
+// throughput once prefill is done). tok/step: tokens per engine step (~slots when batching).
+console.log('| slots | requests | wall s | requests/s | aggregate tok/s | mean TTFT ms | per-stream decode tok/s | decode tok/s x slots | tok/step |');
+console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
 for (const slots of slotsList) {
-  const requests = Number(args.requests || Math.max(2 * slots, 8));
-  const server = await startServer(model, ['--parallel', String(slots), '--threads', threads, '--quiet',
-    '--ctx', String(promptTokens + maxTokens + 8), '--max-queue', String(requests)]);
+  // --requests N, or a list matching --slots (e.g. 2,4,16), else max(2 * slots, 8).
+  const requestList = args.requests ? String(args.requests).split(',').map(Number) : [];
+  const requests = requestList.length > 1 ? requestList[slotsList.indexOf(slots)] : requestList[0] || Math.max(2 * slots, 8);
+  const server = await startServer(model, ['--parallel', String(slots), '--threads', threads, '--quiet', '--quant', quant,
+    '--ctx', String(promptTokens + maxTokens + 8), '--max-queue', String(requests)], { waitReady: false });
+  const loadStart = performance.now();
+  await waitHealthy(server.url, 30 * 60 * 1000);  // a full-size model converting to q4 takes minutes here
+  console.error(`  --parallel ${slots}: ready in ${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
   await one(server.url, -1);  // warm-up
+  const stepsBefore = await metric(server.url, 'g4_decode_steps_total');
   let next = 0;
   const results = [];
   const t0 = performance.now();
@@ -57,9 +69,12 @@ for (const slots of slotsList) {
   const wall = (performance.now() - t0) / 1000;
   const tokens = results.reduce((a, r) => a + r.tokens, 0);
   const ttft = results.reduce((a, r) => a + r.ttft, 0) / results.length;
-  const perStream = results.reduce((a, r) => a + (r.tokens - 1) / ((r.total - r.ttft) / 1000), 0) / results.length;
-  console.log(`| ${slots} | ${requests} | ${wall.toFixed(1)} | ${(requests / wall).toFixed(2)} | ${(tokens / wall).toFixed(1)} | ${ttft.toFixed(0)} | ${perStream.toFixed(1)} |`);
+  const steps = (await metric(server.url, 'g4_decode_steps_total')) - stepsBefore;
+  // Token-weighted: decode tokens over decode seconds, summed over requests.
+  const perStream = results.reduce((a, r) => a + r.tokens - 1, 0) / results.reduce((a, r) => a + (r.total - r.ttft) / 1000, 0);
+  console.log(`| ${slots} | ${requests} | ${wall.toFixed(1)} | ${(requests / wall).toFixed(2)} | ${(tokens / wall).toFixed(1)} | ${ttft.toFixed(0)} | ${perStream.toFixed(2)} | ${(perStream * slots).toFixed(1)} | ${(tokens / steps).toFixed(1)} |`);
   server.proc.kill('SIGTERM');
   await server.exited;
 }
+if (!args.model) rmSync(model, { recursive: true, force: true });  // the synthetic one made above
 process.exit(0);

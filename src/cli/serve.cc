@@ -30,6 +30,8 @@ int RunServe(int argc, char** argv) {
   app.add_option("--tp", tp,
                  "tensor-parallel ranks: threads in this process, or one per process under "
                  "mpirun, where rank 0 serves and the others follow (default: 1, or mpirun's -np)");
+  app.add_option("--quant", o.quant, "weight format: bf16 (as shipped), q8, q4")
+      ->check(CLI::IsMember({"bf16", "q8", "q4"}));
   app.add_option("--http-threads", o.http_threads, "HTTP worker threads (0 = parallel + max-queue + 16)");
   app.add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' (not for /health)");
   app.add_option("--timeout", o.timeout_seconds, "per-request time limit in seconds (finish_reason \"timeout\")");

@@ -15,7 +15,8 @@ Sampler::Sampler(const SamplingParams& params, float softcap, int vocab)
   rng_.seed(params.has_seed ? params.seed : std::random_device{}());
 }
 
-void Sampler::Prepare(float* logits, const std::vector<int>& history) {
+void Sampler::Prepare(float* logits, const std::vector<int>& history,
+                      const std::vector<int>& only) {
   Softcap(logits, vocab_, softcap_);
   for (const auto& [id, bias] : params_.logit_bias)
     if (id >= 0 && id < vocab_) logits[id] += bias;
@@ -33,12 +34,20 @@ void Sampler::Prepare(float* logits, const std::vector<int>& history) {
   }
   for (int id : params_.suppress_tokens)
     if (id >= 0 && id < vocab_) logits[id] = -INFINITY;
+  if (!only.empty()) {
+    // After the softcap, which would map -inf to a finite -softcap.
+    std::vector<std::pair<int, float>> keep;
+    for (int id : only)
+      if (id >= 0 && id < vocab_) keep.emplace_back(id, logits[id]);
+    std::fill(logits, logits + vocab_, -INFINITY);
+    for (const auto& [id, value] : keep) logits[id] = value;
+  }
 }
 
-int Sampler::Sample(float* logits, const std::vector<int>& history) {
-  const bool plain_greedy = params_.greedy() && params_.logit_bias.empty() &&
-                            params_.repetition_penalty == 1.0f && params_.presence_penalty == 0.0f &&
-                            params_.frequency_penalty == 0.0f;
+int Sampler::Sample(float* logits, const std::vector<int>& history, const std::vector<int>& only) {
+  const bool plain_greedy = params_.greedy() && only.empty() && params_.logit_bias.empty() &&
+                            params_.repetition_penalty == 1.0f &&
+                            params_.presence_penalty == 0.0f && params_.frequency_penalty == 0.0f;
   if (plain_greedy) {
     for (int id : params_.suppress_tokens)
       if (id >= 0 && id < vocab_) logits[id] = -INFINITY;
@@ -50,7 +59,7 @@ int Sampler::Sample(float* logits, const std::vector<int>& history) {
     return best;
   }
   norm_pending_ = false;
-  Prepare(logits, history);
+  Prepare(logits, history, only);
   const float temp = params_.greedy() ? 1.0f : params_.temperature;
   last_logits_.resize(vocab_);
   for (int i = 0; i < vocab_; ++i) last_logits_[i] = logits[i] / temp;
@@ -104,7 +113,8 @@ int Sampler::Sample(float* logits, const std::vector<int>& history) {
     acc += probs[i];
     if (u < acc) return idx[i];
   }
-  return idx[keep - 1];
+  // Rounding left u at the end: the last kept token, unless it is one of probability 0.
+  return probs[keep - 1] > 0 ? idx[keep - 1] : best;
 }
 
 void Sampler::Normalize() const {

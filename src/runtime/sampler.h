@@ -32,7 +32,9 @@ class Sampler {
 
   // `logits` (raw, pre-softcap) is modified in place. `history` holds the tokens the penalties
   // look at (the generated ones, like OpenAI; pass the prompt too for HF semantics).
-  int Sample(float* logits, const std::vector<int>& history);
+  // `only`, when non-empty, restricts the choice to those token ids (constrained output, e.g. a
+  // forced tool call): every other token gets probability 0, after softcap and penalties.
+  int Sample(float* logits, const std::vector<int>& history, const std::vector<int>& only = {});
 
   // After Sample(): log-probability of `token` under the final distribution (softcapped, with
   // penalties and temperature; greedy uses temperature 1).
@@ -43,7 +45,7 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
 
  private:
-  void Prepare(float* logits, const std::vector<int>& history);
+  void Prepare(float* logits, const std::vector<int>& history, const std::vector<int>& only);
 
   SamplingParams params_;
   float softcap_;

@@ -12,6 +12,21 @@ double Seconds(std::chrono::steady_clock::duration d) {
 
 }  // namespace
 
+std::vector<int> AllowedNextTokens(const std::vector<std::vector<int>>& prefixes,
+                                   const std::vector<int>& generated) {
+  std::vector<int> allowed;
+  const size_t k = generated.size();
+  for (const auto& prefix : prefixes) {
+    if (!std::equal(generated.begin(), generated.begin() + std::min(k, prefix.size()),
+                    prefix.begin()))
+      continue;
+    if (k >= prefix.size()) return {};  // this one is complete: free from here on
+    if (std::find(allowed.begin(), allowed.end(), prefix[k]) == allowed.end())
+      allowed.push_back(prefix[k]);
+  }
+  return allowed;
+}
+
 Scheduler::Scheduler(Model& model, const SchedulerOptions& options, StepListener* listener)
     : model_(model), options_(options), listener_(listener) {
   options_.parallel = std::max(1, options_.parallel);
@@ -50,6 +65,14 @@ SubmitResult Scheduler::Submit(SequenceRequest request) {
   if (request.max_new_tokens < 1) {
     out.message = "max_new_tokens must be at least 1";
     return out;
+  }
+  for (const auto& prefix : request.forced_prefixes) {
+    for (int t : prefix) {
+      if (t < 0 || t >= vocab) {
+        out.message = Str("forced token id ", t, " is outside the vocabulary [0, ", vocab, ")");
+        return out;
+      }
+    }
   }
   std::lock_guard<std::mutex> lock(mutex_);
   if (!accepting_ || stop_) {
@@ -330,7 +353,8 @@ void Scheduler::Step() {
     Slot& slot = *owners[i];
     float* logits = logits_.data() + static_cast<size_t>(i) * vocab;
     TokenInfo& info = infos[i];
-    info.token = slot.sampler->Sample(logits, slot.generated);
+    info.token = slot.sampler->Sample(
+        logits, slot.generated, AllowedNextTokens(slot.request.forced_prefixes, slot.generated));
     if (slot.request.top_logprobs >= 0) {
       info.logprob = slot.sampler->LogProb(info.token);
       if (slot.request.top_logprobs > 0) info.top = slot.sampler->TopLogProbs(slot.request.top_logprobs);

@@ -57,12 +57,22 @@ struct SequenceRequest {
   std::vector<int> stop_ids;  // usually the model's eos ids; the stop token is reported
   int top_logprobs = -1;      // < 0: no logprobs; >= 0: logprob of each token + k alternatives
   double timeout_seconds = 0; // 0: none; counted from Submit
+  // Constrained start (e.g. a forced tool call): when non-empty, the generated tokens must begin
+  // with one of these sequences; tokens that continue none of them are masked out before
+  // sampling. Once one is complete, sampling is free.
+  std::vector<std::vector<int>> forced_prefixes;
   // Per generated token, on the engine thread. Return false to end the sequence ("stop"),
   // e.g. when a stop string matched.
   std::function<bool(const TokenInfo&)> on_token;
   // Exactly once per accepted sequence, on the engine thread. A rejected Submit calls nothing.
   std::function<void(const SequenceResult&)> on_done;
 };
+
+// The tokens that may come next given `generated` so far: those continuing one of `prefixes`
+// that `generated` follows and has not finished. Empty: no constraint (no prefixes, or one is
+// already complete).
+std::vector<int> AllowedNextTokens(const std::vector<std::vector<int>>& prefixes,
+                                   const std::vector<int>& generated);
 
 // What a caller holds to cancel its sequence (e.g. when the client disconnects).
 class SequenceHandle {

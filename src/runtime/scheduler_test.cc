@@ -261,5 +261,100 @@ TEST_F(SchedulerTest, RejectsPromptsThatDoNotFitAndStopsOnRequest) {
   EXPECT_EQ(scheduler.Submit(e.Request(Prompt(10, 4, 512), 2)).admission, Admission::kStopped);
 }
 
+TEST(AllowedNextTokensTest, WalksTheAlternativesAndFreesOnceOneIsComplete) {
+  const std::vector<std::vector<int>> prefixes = {{5, 6, 7}, {5, 8}, {9}};
+  EXPECT_EQ(AllowedNextTokens(prefixes, {}), (std::vector<int>{5, 9}));
+  EXPECT_EQ(AllowedNextTokens(prefixes, {5}), (std::vector<int>{6, 8}));
+  EXPECT_EQ(AllowedNextTokens(prefixes, {5, 6}), (std::vector<int>{7}));
+  EXPECT_TRUE(AllowedNextTokens(prefixes, {5, 6, 7}).empty());
+  EXPECT_TRUE(AllowedNextTokens(prefixes, {5, 8, 1, 2}).empty());
+  EXPECT_TRUE(AllowedNextTokens(prefixes, {9}).empty());
+  EXPECT_TRUE(AllowedNextTokens({}, {1, 2}).empty());
+}
+
+// A forced prefix is generated token for token, and what follows is what the model generates
+// from the prompt with that prefix appended (the independent oracle: an unconstrained run).
+TEST_F(SchedulerTest, ForcedPrefixThenFreeContinuation) {
+  ASSERT_NE(model_, nullptr);
+  const int vocab = model_->plan().vocab;
+  SchedulerOptions so;
+  so.parallel = 4;
+  so.context = 128;
+  so.prefix_reuse = false;
+  Scheduler scheduler(*model_, so);
+  const std::vector<int> prompt = Prompt(40, 12, vocab);
+  const std::vector<int> forced = {17, 300, 42};
+  const int max_new = 8;
+
+  Runner a;
+  SequenceRequest req = a.Request(prompt, max_new);
+  req.forced_prefixes = {forced};
+  ASSERT_EQ(scheduler.Submit(std::move(req)).admission, Admission::kAccepted);
+  Outcome oa = a.future.get();
+  ASSERT_EQ(oa.tokens.size(), static_cast<size_t>(max_new));
+  EXPECT_EQ(std::vector<int>(oa.tokens.begin(), oa.tokens.begin() + 3), forced);
+
+  std::vector<int> extended = prompt;
+  extended.insert(extended.end(), forced.begin(), forced.end());
+  Runner b;
+  ASSERT_EQ(scheduler.Submit(b.Request(extended, max_new - 3)).admission, Admission::kAccepted);
+  EXPECT_EQ(std::vector<int>(oa.tokens.begin() + 3, oa.tokens.end()), b.future.get().tokens);
+
+  // Two alternatives that share a first token: greedy takes the likelier second token, as the
+  // unconstrained distribution after the shared token ranks them.
+  const std::vector<int> alt_a = {17, 300, 42}, alt_b = {17, 301};
+  std::vector<int> after_shared = prompt;
+  after_shared.push_back(17);
+  Runner c;
+  SequenceRequest probe = c.Request(after_shared, 1);
+  std::vector<TokenInfo> infos;
+  auto inner = probe.on_token;
+  probe.on_token = [inner, &infos](const TokenInfo& t) {
+    infos.push_back(t);
+    return inner(t);
+  };
+  probe.top_logprobs = vocab;
+  ASSERT_EQ(scheduler.Submit(std::move(probe)).admission, Admission::kAccepted);
+  c.future.get();
+  ASSERT_EQ(infos.size(), 1u);
+  double lp300 = -1e300, lp301 = -1e300;
+  for (const auto& [id, lp] : infos[0].top) {
+    if (id == 300) lp300 = lp;
+    if (id == 301) lp301 = lp;
+  }
+  ASSERT_NE(lp300, lp301);
+  const std::vector<int>& expected = lp300 > lp301 ? alt_a : alt_b;
+  Runner d;
+  SequenceRequest both = d.Request(prompt, 5);
+  both.forced_prefixes = {alt_a, alt_b};
+  ASSERT_EQ(scheduler.Submit(std::move(both)).admission, Admission::kAccepted);
+  Outcome od = d.future.get();
+  ASSERT_GE(od.tokens.size(), expected.size());
+  EXPECT_EQ(std::vector<int>(od.tokens.begin(), od.tokens.begin() + expected.size()), expected);
+
+  // Sampling (temperature 1, no top-k): every run still starts with one of the alternatives.
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    Runner e;
+    SequenceRequest sampled = e.Request(prompt, 4);
+    sampled.forced_prefixes = {alt_a, alt_b};
+    sampled.sampling.temperature = 1.0f;
+    sampled.sampling.seed = seed;
+    sampled.sampling.has_seed = true;
+    ASSERT_EQ(scheduler.Submit(std::move(sampled)).admission, Admission::kAccepted);
+    const std::vector<int> t = e.future.get().tokens;
+    ASSERT_GE(t.size(), 3u);
+    const bool is_a = std::vector<int>(t.begin(), t.begin() + 3) == alt_a;
+    const bool is_b = std::vector<int>(t.begin(), t.begin() + 2) == alt_b;
+    EXPECT_TRUE(is_a || is_b) << "seed " << seed << " starts " << t[0] << " " << t[1] << " "
+                              << t[2];
+  }
+
+  // Out-of-vocabulary forced tokens are refused at the door.
+  Runner f;
+  SequenceRequest bad = f.Request(prompt, 4);
+  bad.forced_prefixes = {{1, vocab}};
+  EXPECT_EQ(scheduler.Submit(std::move(bad)).admission, Admission::kInvalid);
+}
+
 }  // namespace
 }  // namespace g4

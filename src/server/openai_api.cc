@@ -276,18 +276,43 @@ bool ParseTools(Reader& r, ApiRequest* out) {
   }
   if (r.Has("tool_choice")) {
     const json& c = r.Get("tool_choice");
+    const bool have_tools = out->tools.is_array() && !out->tools.empty();
     if (c.is_string()) {
       const std::string s = c.get<std::string>();
       if (s == "none") {
         out->tools_enabled = false;
       } else if (s == "auto") {
       } else if (s == "required") {
-        return r.Fail("tool_choice", "tool_choice \"required\" is not supported (no constrained decoding); use \"auto\"");
+        if (!have_tools)
+          return r.Fail("tool_choice", "tool_choice \"required\" needs a non-empty 'tools' array");
+        out->tool_call_forced = true;
       } else {
-        return r.Fail("tool_choice", "'tool_choice' must be \"none\", \"auto\" or an object");
+        return r.Fail(
+            "tool_choice",
+            Str("'tool_choice' must be \"none\", \"auto\", \"required\" or ",
+                "{\"type\": \"function\", \"function\": {\"name\": ...}}, got \"", s, "\""));
       }
     } else if (c.is_object()) {
-      return r.Fail("tool_choice", "forcing a named tool is not supported (no constrained decoding); use \"auto\"");
+      if (!c.contains("type") || c["type"] != "function" || !c.contains("function") ||
+          !c["function"].is_object() || !c["function"].contains("name") ||
+          !c["function"]["name"].is_string())
+        return r.Fail("tool_choice",
+                      "an object 'tool_choice' must be {\"type\": \"function\", \"function\": "
+                      "{\"name\": ...}}");
+      const std::string name = c["function"]["name"].get<std::string>();
+      if (!have_tools)
+        return r.Fail("tool_choice",
+                      Str("tool_choice names function '", name, "' but 'tools' is empty"));
+      // Only the named tool is rendered (as SGLang does): the model sees no other to confuse it
+      // with.
+      json chosen = json::array();
+      for (const json& t : out->tools)
+        if (t["function"]["name"] == name) chosen.push_back(t);
+      if (chosen.empty())
+        return r.Fail("tool_choice",
+                      Str("tool_choice names function '", name, "', which is not in 'tools'"));
+      out->tools = json::array({chosen[0]});
+      out->tool_call_forced = true;
     } else {
       return r.Fail("tool_choice", "'tool_choice' must be a string or an object");
     }

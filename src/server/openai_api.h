@@ -35,6 +35,9 @@ struct ApiRequest {
   nlohmann::json messages;
   nlohmann::json tools;  // array, or null
   bool tools_enabled = false;  // tools given and tool_choice != "none"
+  // tool_choice "required" or {"type":"function","function":{"name":...}}: the output must open
+  // with a call to one of `tools` (a named choice leaves only that tool in `tools`).
+  bool tool_call_forced = false;
   bool enable_thinking = false;
 
   // Completion / generate: text, or token ids (completion only).

@@ -158,5 +158,52 @@ TEST(OpenAiApi, TokenizeBodies) {
   EXPECT_FALSE(ParseDetokenizeRequest(R"({"tokens":"1"})", 10, &ids, &e));
 }
 
+TEST(OpenAiApi, ToolChoiceRequiredAndNamed) {
+  const std::string base = R"("messages":[{"role":"user","content":"hi"}],"tools":[
+    {"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}},
+    {"type":"function","function":{"name":"get_time"}}])";
+  ApiRequest r;
+  ApiError e;
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kChat, "{" + base + R"(,"tool_choice":"required"})",
+                              Limits(), &r, &e))
+      << e.message;
+  EXPECT_TRUE(r.tool_call_forced);
+  EXPECT_TRUE(r.tools_enabled);
+  EXPECT_EQ(r.tools.size(), 2u);  // required: the model picks among all of them
+
+  ASSERT_TRUE(ParseApiRequest(
+      ApiRoute::kChat,
+      "{" + base + R"(,"tool_choice":{"type":"function","function":{"name":"get_time"}}})",
+      Limits(), &r, &e))
+      << e.message;
+  EXPECT_TRUE(r.tool_call_forced);
+  ASSERT_EQ(r.tools.size(), 1u);  // named: only that tool is rendered
+  EXPECT_EQ(r.tools[0]["function"]["name"], "get_time");
+
+  ASSERT_TRUE(
+      ParseApiRequest(ApiRoute::kChat, "{" + base + R"(,"tool_choice":"auto"})", Limits(), &r, &e));
+  EXPECT_FALSE(r.tool_call_forced);
+  ASSERT_TRUE(
+      ParseApiRequest(ApiRoute::kChat, "{" + base + R"(,"tool_choice":"none"})", Limits(), &r, &e));
+  EXPECT_FALSE(r.tool_call_forced);
+  EXPECT_FALSE(r.tools_enabled);
+
+  const std::string m = R"("messages":[{"role":"user","content":"hi"}])";
+  ExpectError(ApiRoute::kChat,
+              "{" + base + R"(,"tool_choice":{"type":"function","function":{"name":"nope"}}})",
+              "tool_choice");
+  ExpectError(ApiRoute::kChat, "{" + base + R"(,"tool_choice":{"type":"function"}})",
+              "tool_choice");
+  ExpectError(ApiRoute::kChat,
+              "{" + base + R"(,"tool_choice":{"type":"custom","function":{"name":"get_time"}}})",
+              "tool_choice");
+  ExpectError(ApiRoute::kChat, "{" + base + R"(,"tool_choice":"any"})", "tool_choice");
+  ExpectError(ApiRoute::kChat, "{" + base + R"(,"tool_choice":3})", "tool_choice");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"tools":[],"tool_choice":"required"})", "tool_choice");
+  ExpectError(ApiRoute::kChat,
+              "{" + m + R"(,"tool_choice":{"type":"function","function":{"name":"f"}}})",
+              "tool_choice");
+}
+
 }  // namespace
 }  // namespace g4

@@ -1,15 +1,15 @@
 #include "server/server.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
-#include <httplib.h>
-
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -23,6 +23,8 @@
 #include <random>
 #include <thread>
 
+#include "io/pack.h"
+#include "kernels/weight_matrix.h"
 #include "model/arch/gemma4.h"
 #include "model/forward.h"
 #include "parallel/mpi_communicator.h"
@@ -296,6 +298,17 @@ std::string NewId(ServerState& s, const char* prefix) {
   return Str(prefix, s.id_salt, s.next_request.fetch_add(1));
 }
 
+// A forced tool_choice: the token sequences the output must open with, one per allowed tool:
+// "<|tool_call>call:NAME{" (the Gemma-4 call syntax), so the model writes only the arguments.
+std::vector<std::vector<int>> ForcedCallPrefixes(const Tokenizer& tok, const ApiRequest& r) {
+  std::vector<std::vector<int>> prefixes;
+  if (!r.tool_call_forced) return prefixes;
+  for (const json& t : r.tools)
+    prefixes.push_back(
+        tok.Encode("<|tool_call>call:" + t["function"]["name"].get<std::string>() + "{", false));
+  return prefixes;
+}
+
 // Tokenizes the request into prompt ids, or fails with a 400.
 bool BuildPrompt(ServerState& s, const ApiRequest& r, std::vector<int>* ids, ApiError* error) {
   const Tokenizer& tok = *s.tokenizer;
@@ -365,11 +378,28 @@ void HandleGeneration(ServerState& s, ApiRoute route, const httplib::Request& re
   // Chat output keeps the protocol markers for the splitter; raw completions drop special tokens.
   ex->decoder = std::make_unique<IncrementalDecoder>(*s.tokenizer, /*skip_special=*/!ex->chat_output);
   ex->stop = std::make_unique<StopMatcher>(r.stop);
+  ex->splitter = ChatOutputSplitter(/*forced_call=*/r.tool_call_forced);
 
   SequenceRequest seq;
   seq.prompt = prompt;
   const int64_t room = s.context - static_cast<int64_t>(prompt.size());
   seq.max_new_tokens = static_cast<int>(std::min<int64_t>(r.max_tokens.value_or(room), room));
+  seq.forced_prefixes = ForcedCallPrefixes(*s.tokenizer, r);
+  size_t longest = 0;
+  for (const auto& p : seq.forced_prefixes) longest = std::max(longest, p.size());
+  if (longest > 0 && static_cast<size_t>(seq.max_new_tokens) <= longest) {
+    // The call's opening alone would use up the budget: no room for arguments.
+    s.metrics.CountError("invalid_request");
+    return SendError(
+        res, MakeError(400,
+                       Str("a forced tool call needs more than ", longest,
+                           " tokens (\"<|tool_call>call:NAME{\"", " takes ", longest,
+                           "), but only ", seq.max_new_tokens,
+                           r.max_tokens && *r.max_tokens <= room ? " were allowed by max_tokens"
+                                                                 : " are left in the context"),
+                       "invalid_request_error", "",
+                       r.max_tokens && *r.max_tokens <= room ? "max_tokens" : "messages"));
+  }
   seq.sampling = r.sampling;
   seq.stop_ids = ex->stop_ids;
   seq.top_logprobs = r.logprobs ? r.top_logprobs : -1;
@@ -605,21 +635,20 @@ bool BearerMatches(const std::string& header, const std::string& key) {
 Status LoadEverything(ServerState& s) {
   ModelOptions mo;
   mo.threads = s.options.threads;
+  if (!ParseWeightType(s.options.quant, &mo.load.quant))
+    return Status::Errorf("unknown weight format '", s.options.quant, "' (bf16, q8, q4)");
   if (s.options.tp > 1 || LaunchedByMpi()) {
     G4_ASSIGN_OR_RETURN(s.tp, TensorParallelLeader::Create(s.options.tp));
     G4_ASSIGN_OR_RETURN(s.model, s.tp->Load(s.options.model_dir, mo));
   } else {
     G4_ASSIGN_OR_RETURN(s.model, Model::Load(s.options.model_dir, mo));
   }
-  G4_ASSIGN_OR_RETURN(s.tokenizer, Tokenizer::Load(s.options.model_dir + "/tokenizer.json"));
+  // MODEL may be a directory or a `g4 pack` artifact: small files are read through io/pack.
+  G4_ASSIGN_OR_RETURN(s.tokenizer, LoadModelTokenizer(s.options.model_dir));
   // The template revision decides small prompt details (thinking marker, empty thought channel).
-  const std::string jinja_path = s.options.model_dir + "/chat_template.jinja";
-  if (FILE* f = std::fopen(jinja_path.c_str(), "rb")) {
-    std::string text;
-    char buf[65536];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-    std::fclose(f);
+  if (ModelHasFile(s.options.model_dir, "chat_template.jinja")) {
+    G4_ASSIGN_OR_RETURN(std::string text,
+                        ReadModelTextFile(s.options.model_dir, "chat_template.jinja"));
     const ChatTemplateInfo info = DetectChatTemplate(text);
     s.chat_features = info.features;
     Log(s, Str("chat template: ", info.revision, info.known ? "" : " (" + info.warning + ")"));

@@ -20,6 +20,7 @@ struct ServerOptions {
   // this process is rank 0 of the world (of this size) and the others follow
   // (parallel/tp_serve.h).
   int tp = 1;
+  std::string quant = "bf16";  // weight format at load: bf16 (as shipped), q8, q4
   int http_threads = 0;  // 0 -> parallel + max_queue + 16
   std::string api_key;
   double timeout_seconds = 600;  // per request, unless it asks for less

@@ -725,6 +725,10 @@ void Gemma4OutputParser::FinishToolCall(std::string_view body, ChatOutput* out) 
           ChatToolCall{name, args->dump(-1, ' ', false, json::error_handler_t::replace)});
       return;
     }
+    if (!name.empty() && keep_malformed_calls_) {
+      out->tool_calls.push_back(ChatToolCall{name, std::string(PyStrip(rest.substr(brace)))});
+      return;
+    }
   }
   // Not a call we can read: keep it visible as content rather than lose it.
   content_started_ = true;

@@ -67,6 +67,12 @@ struct ChatOutput {
 // ignored. ParseGemma4Output(text) == the concatenation of Push(text) and Finish().
 class Gemma4OutputParser {
  public:
+  // keep_malformed_calls: a "call:NAME{...}" whose arguments do not parse still becomes a tool
+  // call, with the model's argument text verbatim as `arguments` (for a forced tool_choice, where
+  // the server promises a call; OpenAI's arguments are not guaranteed valid JSON either).
+  // Otherwise such text stays visible as content.
+  explicit Gemma4OutputParser(bool keep_malformed_calls = false)
+      : keep_malformed_calls_(keep_malformed_calls) {}
   ChatOutput Push(std::string_view text);
   ChatOutput Finish();
   bool done() const { return state_ == State::kDone; }
@@ -81,6 +87,7 @@ class Gemma4OutputParser {
   std::string buffer_;
   bool reasoning_header_pending_ = false;
   bool content_started_ = false;
+  bool keep_malformed_calls_ = false;
 };
 
 ChatOutput ParseGemma4Output(std::string_view text);

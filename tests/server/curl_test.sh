@@ -96,6 +96,22 @@ if [ "$(grep -c '"finish_reason":"length"' "$tmp/sse")" = 1 ]; then ok "SSE: one
 if grep -q '"choices":\[\],.*"usage":{"completion_tokens":6' "$tmp/sse"; then ok "SSE: usage chunk"; else fail "SSE: usage chunk"; fi
 if [ -z "$(grep -v -e '^data: ' -e '^$' "$tmp/sse")" ]; then ok "SSE: only data lines and blank lines"; else fail "SSE: only data lines and blank lines"; fi
 
+# A named tool_choice on the wire: the stream carries one tool_calls delta (index, id, the named
+# function, arguments as a string) and finish_reason tool_calls. <|tool_response> (id 50, a stop
+# token) is biased so the call ends right after the forced opening "<|tool_call>call:get_time{".
+tools='"tools":[{"type":"function","function":{"name":"get_weather"}},{"type":"function","function":{"name":"get_time"}}]'
+curl -sN "$url/v1/chat/completions" -d '{"messages":[{"role":"user","content":"Time?"}],"max_tokens":12,"temperature":0,"stream":true,'"$tools"',"tool_choice":{"type":"function","function":{"name":"get_time"}},"logit_bias":{"50":100}}' >"$tmp/sse_tool"
+if [ "$(grep -c '"tool_calls":\[{"function":{"arguments":"{","name":"get_time"},"id":"call_0","index":0,"type":"function"}\]' "$tmp/sse_tool")" = 1 ] &&
+   [ "$(grep -c '"finish_reason":"tool_calls"' "$tmp/sse_tool")" = 1 ] && [ "$(grep '^data: ' "$tmp/sse_tool" | tail -1)" = "data: [DONE]" ]; then
+  ok "SSE: named tool_choice gives one tool_calls delta and finish_reason tool_calls"
+else
+  fail "SSE: named tool_choice gives one tool_calls delta and finish_reason tool_calls"; cat "$tmp/sse_tool"
+fi
+req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Time?"}],"max_tokens":12,"temperature":0,'"$tools"',"tool_choice":"required"}'
+if [ "$code" = 200 ] && has "$body" '"tool_calls":\[{"function":{"arguments":"{' && grep -qE '"name":"get_(time|weather)"},"id":"call_0"' <<<"$body"; then ok "tool_choice required -> a call to one of the tools"; else fail "tool_choice required -> a call to one of the tools: $body"; fi
+req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Time?"}],'"$tools"',"tool_choice":{"type":"function","function":{"name":"nope"}}}'
+if is_error 400 && has "$body" '"param":"tool_choice"'; then ok "tool_choice naming an unknown function -> 400"; else fail "tool_choice naming an unknown function -> 400"; fi
+
 # Errors: always a JSON error object, never a crash.
 req POST /v1/chat/completions '{"messages": [1, 2'
 if is_error 400; then ok "malformed JSON -> 400"; else fail "malformed JSON -> 400"; fi
@@ -145,6 +161,15 @@ wait "$cpid"
 if [ "$(grep '^data: ' "$tmp/drain" | tail -1)" = "data: [DONE]" ] && grep -q '"finish_reason":"length"' "$tmp/drain"; then ok "draining: the in-flight stream completed"; else fail "draining: the in-flight stream completed"; fi
 wait "$pid"; rc=$?
 if [ "$rc" = 0 ]; then ok "draining: exit code 0"; else fail "draining: exit code 0"; fi
+
+# A `g4 pack` artifact serves like the directory it came from (tokenizer and config inside it).
+"$bin" pack --model "$model" --quant q8 --threads 1 --out "$tmp/model.g4" >/dev/null 2>&1 || fail "g4 pack"
+model="$tmp/model.g4"
+start artifact --ctx 128
+wait_ready "$url" || { fail "artifact server ready"; cat "$tmp/artifact.log"; }
+req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":3,"temperature":0,"ignore_eos":true}'
+if [ "$code" = 200 ] && has "$body" '"completion_tokens":3' && has "$body" '"model":"model.g4"'; then ok "serves a packed artifact"; else fail "serves a packed artifact: $body"; fi
+kill -TERM "$pid"; wait "$pid"
 
 echo "curl tests: $passed/$((passed + failed)) passed"
 [ "$failed" = 0 ]

@@ -179,6 +179,57 @@ test('tools and tool history are rendered; reasoning comes back as reasoning_con
   assert.ok(s.some((c) => c.choices[0]?.delta?.reasoning_content));
 });
 
+// tool_choice "required" / a named function: the server forces the output to open a call
+// ("<|tool_call>call:NAME{"), so whatever the (random) test model writes after that, the answer
+// is a tool call to an allowed function; its arguments are the model's text, as a string.
+test('tool_choice required and named force a tool call, streaming and not', async () => {
+  const tools = [
+    { type: 'function', function: { name: 'get_weather', description: 'Weather for a city', parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
+    { type: 'function', function: { name: 'get_time', description: 'Time in a zone', parameters: { type: 'object', properties: { tz: { type: 'string' } } } } },
+  ];
+  const named = { type: 'function', function: { name: 'get_time' } };
+  const ask = { model: 'm', messages: user('What time is it in Paris?'), max_tokens: 16, ...greedy, tools };
+  const checkCall = (choice, names) => {
+    assert.ok(['tool_calls', 'length'].includes(choice.finish_reason), choice.finish_reason);
+    const calls = choice.message.tool_calls;
+    assert.ok(calls.length >= 1);
+    assert.ok(names.includes(calls[0].function.name), calls[0].function.name);
+    assert.equal(calls[0].type, 'function');
+    assert.equal(typeof calls[0].function.arguments, 'string');
+    assert.ok(calls[0].function.arguments.startsWith('{'), calls[0].function.arguments);
+  };
+  for (const tool_choice of ['required', named]) {
+    const names = tool_choice === 'required' ? ['get_weather', 'get_time'] : ['get_time'];
+    const r = await client.chat.completions.create({ ...ask, tool_choice });
+    checkCall(r.choices[0], names);
+    // The forced opening counts as generated tokens.
+    assert.ok(r.usage.completion_tokens >= 3);
+    // Streaming: the same call (greedy), in a tool_calls delta with an index, and the same finish.
+    const chunks = await collectChat(await client.chat.completions.create({ ...ask, tool_choice, stream: true }));
+    const callChunk = chunks.find((c) => c.choices[0]?.delta?.tool_calls);
+    assert.ok(callChunk, 'no tool_calls delta');
+    assert.equal(callChunk.choices[0].delta.tool_calls[0].index, 0);
+    assert.deepEqual(callChunk.choices[0].delta.tool_calls.map(({ index, ...c }) => c), r.choices[0].message.tool_calls);
+    assert.equal(chunks.find((c) => c.choices[0]?.finish_reason).choices[0].finish_reason, r.choices[0].finish_reason);
+  }
+  // Named: only the named tool is rendered, so the prompt is shorter than with both tools.
+  const both = await client.chat.completions.create({ ...ask, max_tokens: 1, tool_choice: 'auto' });
+  const one = await client.chat.completions.create({ ...ask, tool_choice: named });
+  assert.ok(one.usage.prompt_tokens < both.usage.prompt_tokens - 5);
+  // Ending right after the opening (<|tool_response>, id 50, is a stop token): finish_reason
+  // "tool_calls", the arguments the bare "{" the server forced.
+  const cut = await client.chat.completions.create({ ...ask, tool_choice: named, logit_bias: { 50: 100 } });
+  assert.equal(cut.choices[0].finish_reason, 'tool_calls');
+  assert.equal(cut.choices[0].message.tool_calls[0].function.name, 'get_time');
+  assert.equal(cut.choices[0].message.tool_calls[0].function.arguments, '{');
+  assert.equal(cut.choices[0].message.content, null);
+  // Sampling (not greedy) is constrained the same way.
+  for (let seed = 0; seed < 3; ++seed) {
+    const r = await client.chat.completions.create({ ...ask, temperature: 1, seed, tool_choice: 'required' });
+    checkCall(r.choices[0], ['get_weather', 'get_time']);
+  }
+});
+
 test('max_tokens is capped to the room left: finish_reason length', async () => {
   // A prompt of CTX - 12 token ids leaves room for 12 tokens.
   const prompt = [2, ...Array(CTX - 13).fill(1596)];
@@ -208,7 +259,9 @@ test('errors: unsupported and invalid fields are 400 with an OpenAI error object
   await expectError(client.chat.completions.create({ model: 'm', messages: user('x'), max_tokens: -5 }), 400, /max_tokens/, 'max_tokens');
   await expectError(client.chat.completions.create({ model: 'm', messages: [] }), 400, /messages/, 'messages');
   await expectError(client.chat.completions.create({ model: 'm', messages: user('x'), response_format: { type: 'json_object' } }), 400, /response_format/);
-  await expectError(client.chat.completions.create({ model: 'm', messages: user('x'), tool_choice: 'required', tools: [{ type: 'function', function: { name: 'f' } }] }), 400, /required/);
+  await expectError(client.chat.completions.create({ model: 'm', messages: user('x'), tool_choice: 'required' }), 400, /required/, 'tool_choice');
+  await expectError(client.chat.completions.create({ model: 'm', messages: user('x'), tool_choice: { type: 'function', function: { name: 'g' } }, tools: [{ type: 'function', function: { name: 'f' } }] }), 400, /'g'.*not in 'tools'/, 'tool_choice');
+  await expectError(client.chat.completions.create({ model: 'm', messages: user('x'), max_tokens: 3, tool_choice: { type: 'function', function: { name: 'f' } }, tools: [{ type: 'function', function: { name: 'f' } }] }), 400, /forced tool call needs more than/, 'max_tokens');
   await expectError(client.completions.create({ model: 'm', prompt: 'x', echo: true }), 400, /echo/);
   await expectError(client.completions.create({ model: 'm', prompt: 'x', best_of: 2 }), 400, /best_of/);
   const long = 'word '.repeat(CTX + 50);
