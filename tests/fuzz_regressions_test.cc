@@ -2,10 +2,18 @@
 // crashed, threw or broke an invariant. Kept small and named after the fault.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "base/hash.h"
+#include "io/pack.h"
 #include "model/arch/gemma4.h"
+#include "model/packed_model.h"
+#include "testing/checkpoints.h"
 #include "tokenizer/chat_gemma4.h"
 
 namespace g4 {
@@ -95,6 +103,147 @@ TEST(FuzzRegression, ConfigWidthsThatOverflowAreErrors) {
   st = PlanStatus(TinyTextConfig(), R"({"eos_token_id": [1, 4294967297]})");
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("eos_token_id"), std::string::npos) << st.message();
+}
+
+// ------------------------------------------------------------------------------------------------
+// pack_fuzz (packed artifacts). These need a valid header over an edited table, so the table is
+// replaced and the header's table size and checksums recomputed, as the fuzzer's knob does.
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+uint64_t HeaderField(const std::string& file, size_t offset) {
+  uint64_t v;
+  std::memcpy(&v, file.data() + offset, 8);
+  return v;
+}
+
+// Rewrites artifact PATH with `edit` applied to its section table; header fields follow.
+void EditTable(const std::string& path, const std::function<void(json&)>& edit) {
+  std::string file = ReadAll(path);
+  const uint64_t table_offset = HeaderField(file, 16), table_bytes = HeaderField(file, 24);
+  json table = json::parse(file.substr(table_offset, table_bytes));
+  edit(table);
+  const std::string text = table.dump();
+  file = file.substr(0, table_offset) + text;
+  auto put = [&](size_t offset, uint64_t v) { std::memcpy(file.data() + offset, &v, 8); };
+  put(24, text.size());
+  put(32, Xxh64(text.data(), text.size()));
+  put(40, file.size());
+  put(56, Xxh64(file.data(), 56));
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << file;
+}
+
+std::string TextArtifact(const std::string& name) {
+  const std::string path = TestTempDir(name) + "/a.g4";
+  auto w = PackWriter::Create(path);
+  EXPECT_TRUE(w.ok());
+  EXPECT_TRUE((*w)->AddText("one", "first section").ok());
+  EXPECT_TRUE((*w)->AddText("two", "second section").ok());
+  EXPECT_TRUE((*w)->Commit({{"quant", "bf16"}}).ok());
+  EXPECT_TRUE(PackFile::Open(path).ok());
+  return path;
+}
+
+Status OpenStatus(const std::string& path) {
+  auto pack = PackFile::Open(path);
+  return pack.ok() ? OkStatus() : pack.status();
+}
+
+// pack_fuzz: a section at an offset that is not a multiple of the 4 KiB page was accepted; the
+// writer never produces one and mapped weights are read with wide loads. Now refused.
+TEST(FuzzRegression, PackSectionNotAlignedIsRefused) {
+  const std::string path = TextArtifact("pack_unaligned");
+  EditTable(path, [](json& t) {
+    t["sections"][1]["offset"] = t["sections"][1]["offset"].get<uint64_t>() + 1;
+  });
+  Status st = OpenStatus(path);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("not aligned"), std::string::npos) << st.message();
+}
+
+// Found by review while writing pack_fuzz: offset + bytes could wrap around 2^64 and pass the
+// bounds check (a section "inside" the file that reads far past the mapping); an offset given
+// as a float (1e300: undefined behaviour in the cast) or a negative number was converted.
+TEST(FuzzRegression, PackSectionBoundsCannotWrapOrBeNonIntegers) {
+  const std::string path = TextArtifact("pack_wrap");
+  const std::string good = ReadAll(path);
+  for (const json& bytes : {json(~uint64_t{0} - 4095), json(1e300), json(-1), json("12")}) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << good;
+    EditTable(path, [&](json& t) { t["sections"][0]["bytes"] = bytes; });
+    Status st = OpenStatus(path);
+    ASSERT_FALSE(st.ok()) << bytes.dump();
+    EXPECT_NE(st.message().find("section one"), std::string::npos) << st.message();
+  }
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << good;
+  EditTable(path, [](json& t) { t["sections"][0]["offset"] = 1e300; });
+  EXPECT_FALSE(OpenStatus(path).ok());
+}
+
+// Same for the header: table_offset + table_bytes wrapping past 2^64 passed and the table
+// checksum was computed over memory past the mapping.
+TEST(FuzzRegression, PackTableRangeCannotWrap) {
+  const std::string path = TextArtifact("pack_table_wrap");
+  std::string file = ReadAll(path);
+  const uint64_t huge = ~uint64_t{0} - HeaderField(file, 16) + 2;  // offset + huge wraps to 1
+  std::memcpy(file.data() + 24, &huge, 8);
+  const uint64_t header_checksum = Xxh64(file.data(), 56);
+  std::memcpy(file.data() + 56, &header_checksum, 8);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << file;
+  Status st = OpenStatus(path);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("section table lies outside the file"), std::string::npos)
+      << st.message();
+}
+
+// Found by review while writing pack_fuzz: artifact and section meta were read with
+// json::value(), which throws on a type mismatch (an uncaught exception out of Model::Load) and
+// converts out-of-range numbers with undefined behaviour. Each is now a load error.
+TEST(FuzzRegression, PackMetaOfTheWrongTypeIsALoadError) {
+  const std::string src = TinyCheckpoint("e2b", {.vocab = 512});
+  ASSERT_FALSE(src.empty());
+  const std::string dir = TestTempDir("pack_meta");
+  const std::string good_path = dir + "/good.g4";
+  ASSERT_TRUE(PackModel(src, good_path, {}).ok());
+  ASSERT_TRUE(LoadPackedModel(good_path, WeightType::kBF16, 1).ok());
+  const std::string good = ReadAll(good_path);
+  struct Case {
+    const char* what;
+    std::function<void(json&)> edit;
+    const char* expect;
+  };
+  auto first_matrix = [](json& t) -> json& {
+    for (json& s : t["sections"])
+      if (s["meta"].value("kind", "") == "matrix") return s["meta"];
+    return t["sections"][0]["meta"];
+  };
+  const std::vector<Case> cases = {
+      {"quant is a number", [](json& t) { t["meta"]["quant"] = 5; }, "unknown weight format 5"},
+      {"tp is a string", [](json& t) { t["meta"]["tp"] = "1"; }, "tp in the artifact's meta is \"1\""},
+      {"embed_scale too large", [](json& t) { t["meta"]["embed_scale"] = 1e300; }, "embed_scale"},
+      {"ple_scale is null", [](json& t) { t["meta"]["ple_scale"] = nullptr; }, "ple_scale"},
+      {"rows too large", [&](json& t) { first_matrix(t)["rows"] = 1e300; }, "the plan needs"},
+      {"rows is a string", [&](json& t) { first_matrix(t)["rows"] = "96"; }, "the plan needs"},
+      {"type is an array", [&](json& t) { first_matrix(t)["type"] = json::array(); },
+       "the plan needs"},
+      {"artifact meta is an array", [](json& t) { t["meta"] = json::array(); },
+       "meta is not a JSON object"},
+      {"section meta is a number", [](json& t) { t["sections"][3]["meta"] = 7; },
+       "meta is not a JSON object"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const std::string path = dir + "/edited.g4";
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << good;
+    EditTable(path, c.edit);
+    Result<PackedModel> loaded = Status::Error("not run");
+    ASSERT_NO_THROW(loaded = LoadPackedModel(path, WeightType::kBF16, 1));
+    ASSERT_FALSE(loaded.ok());
+    EXPECT_NE(loaded.status().message().find(c.expect), std::string::npos)
+        << loaded.status().message();
+  }
 }
 
 }  // namespace

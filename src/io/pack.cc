@@ -78,8 +78,15 @@ Status WriteAll(int fd, uint64_t offset, const void* data, size_t bytes) {
   while (bytes > 0) {
     ssize_t n = ::pwrite(fd, p, bytes, static_cast<off_t>(offset));
     if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::Error(std::strerror(errno));
+      const int err = errno;
+      if (err == EINTR) continue;
+      // A full disk (ENOSPC, EDQUOT) and a file-size limit (EFBIG, with SIGXFSZ ignored) end
+      // the same way: the caller discards the file; the message says which it was.
+      if (err == ENOSPC || err == EDQUOT)
+        return Status::Errorf(std::strerror(err), ": the disk is full");
+      if (err == EFBIG)
+        return Status::Errorf(std::strerror(err), ": the file-size limit (ulimit -f) was reached");
+      return Status::Error(std::strerror(err));
     }
     p += n;
     offset += static_cast<uint64_t>(n);
@@ -125,7 +132,7 @@ Status PackWriter::WriteAt(uint64_t offset, const void* data, size_t bytes) {
   if (fd_ < 0) return Status::Errorf(path_, ": writer already failed or committed");
   Status st;
   if (options_.fail_after_bytes > 0 && offset + bytes > options_.fail_after_bytes) {
-    st = Status::Error(std::strerror(ENOSPC));
+    st = Status::Errorf(std::strerror(ENOSPC), ": the disk is full");
   } else {
     st = WriteAll(fd_, offset, data, bytes);
   }
@@ -210,7 +217,9 @@ Result<std::unique_ptr<PackFile>> PackFile::Open(const std::string& path) {
   if (size > h.file_bytes)
     return Status::Errorf(path, ": ", size - h.file_bytes, " unexpected bytes after the end the header records (",
                           h.file_bytes, "); the file was modified or appended to");
-  if (h.table_offset < kPackHeaderBytes || h.table_offset + h.table_bytes > h.file_bytes)
+  // Written so that no sum can wrap: every offset and length below comes from the file.
+  if (h.table_offset < kPackHeaderBytes || h.table_offset > h.file_bytes ||
+      h.table_bytes > h.file_bytes - h.table_offset)
     return Status::Errorf(path, ": the section table lies outside the file; the header is inconsistent");
   const char* table_text = reinterpret_cast<const char*>(base + h.table_offset);
   if (Xxh64(table_text, h.table_bytes) != h.table_checksum)
@@ -220,10 +229,16 @@ Result<std::unique_ptr<PackFile>> PackFile::Open(const std::string& path) {
     return Status::Errorf(path, ": the section table is not valid JSON");
   pack->format_version_ = h.format_version;
   pack->meta_ = table.value("meta", nlohmann::json::object());
+  if (!pack->meta_.is_object())
+    return Status::Errorf(path, ": the artifact's meta is not a JSON object");
   for (const auto& s : table["sections"]) {
     PackSection section;
     try {
       section.name = s.at("name").get<std::string>();
+      // Unsigned integers only: get<uint64_t> would wrap -1 and cast 1e300 (undefined behaviour).
+      if (!s.at("offset").is_number_unsigned() || !s.at("bytes").is_number_unsigned())
+        return Status::Errorf(path, ": section ", section.name,
+                              ": offset and bytes must be unsigned integers");
       section.offset = s.at("offset").get<uint64_t>();
       section.bytes = s.at("bytes").get<uint64_t>();
       if (!ParseHex(s.at("checksum").get<std::string>(), &section.checksum))
@@ -232,8 +247,16 @@ Result<std::unique_ptr<PackFile>> PackFile::Open(const std::string& path) {
     } catch (const nlohmann::json::exception& e) {
       return Status::Errorf(path, ": malformed section table entry: ", e.what());
     }
-    if (section.offset < kPackHeaderBytes || section.offset + section.bytes > h.table_offset)
+    if (!section.meta.is_object())
+      return Status::Errorf(path, ": section ", section.name, ": meta is not a JSON object");
+    if (section.offset < kPackHeaderBytes || section.offset > h.table_offset ||
+        section.bytes > h.table_offset - section.offset)
       return Status::Errorf(path, ": section ", section.name, " lies outside the data area");
+    // The writer page-aligns every section and the kernels may rely on it for their loads.
+    if (section.offset % kPackAlignment != 0)
+      return Status::Errorf(path, ": section ", section.name, " at offset ", section.offset,
+                            " is not aligned to ", kPackAlignment,
+                            " bytes; the table is inconsistent");
     section.data = base + section.offset;
     pack->sections_.push_back(std::move(section));
   }

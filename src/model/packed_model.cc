@@ -1,8 +1,11 @@
 #include "model/packed_model.h"
 
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 
 #include "model/arch/gemma4.h"
 #include "model/forward.h"
@@ -84,6 +87,45 @@ std::string FirstDifference(const nlohmann::json& a, const nlohmann::json& b, co
   }
   return where + " (" + a.dump() + " vs " + b.dump() + ")";
 }
+
+// Metadata fields, read defensively: an artifact is outside input, and json::value() throws on
+// a type mismatch and converts an out-of-range number with undefined behaviour.
+std::string StringField(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// `fallback` when absent; INT_MIN when present but not an integer that fits an int.
+int IntField(const nlohmann::json& j, const char* key, int fallback) {
+  auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  if (it->is_number_unsigned()) {
+    const uint64_t v = it->get<uint64_t>();
+    return v <= static_cast<uint64_t>(INT_MAX) ? static_cast<int>(v) : INT_MIN;
+  }
+  if (it->is_number_integer()) {
+    const int64_t v = it->get<int64_t>();
+    return v >= INT_MIN && v <= INT_MAX ? static_cast<int>(v) : INT_MIN;
+  }
+  return INT_MIN;
+}
+
+// `fallback` when absent; false when present but not a finite number within float range.
+bool FloatField(const nlohmann::json& j, const char* key, float fallback, float* out) {
+  auto it = j.find(key);
+  if (it == j.end()) {
+    *out = fallback;
+    return true;
+  }
+  if (!it->is_number()) return false;
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || std::fabs(v) > std::numeric_limits<float>::max()) return false;
+  *out = static_cast<float>(v);
+  return true;
+}
+
+Result<PackedModel> LoadPackedModelChecked(const std::string& path, WeightType requested,
+                                           int threads, int rank, int tp, LmHeadPlacement lm_head);
 
 }  // namespace
 
@@ -261,11 +303,29 @@ Status PackModel(const std::string& dir, const std::string& out, const PackModel
 
 Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requested, int threads,
                                     int rank, int tp, LmHeadPlacement lm_head) {
+  // The fields are read with the checked helpers above; this is the net for any JSON access
+  // that still throws on a malformed artifact.
+  try {
+    return LoadPackedModelChecked(path, requested, threads, rank, tp, lm_head);
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Errorf(path, ": malformed artifact metadata (", e.what(),
+                          "); re-create it with `g4 pack`");
+  }
+}
+
+namespace {
+
+Result<PackedModel> LoadPackedModelChecked(const std::string& path, WeightType requested,
+                                           int threads, int rank, int tp, LmHeadPlacement lm_head) {
   G4_ASSIGN_OR_RETURN(auto pack_ptr, PackFile::Open(path));
   std::shared_ptr<PackFile> pack = std::move(pack_ptr);
   const nlohmann::json& meta = pack->meta();
   // The rank count first: it decides which sections this process reads at all.
-  const int packed_tp = meta.value("tp", 1);
+  const int packed_tp = IntField(meta, "tp", 1);
+  if (packed_tp < 1)
+    return Status::Errorf(path, ": tp in the artifact's meta is ",
+                          meta.value("tp", nlohmann::json()).dump(),
+                          ", not a positive integer; re-create the artifact with `g4 pack`");
   if (packed_tp != tp)
     return Status::Errorf(path, ": packed with --tp ", packed_tp, " (",
                           packed_tp == 1 ? "one rank" : "one set of weights per rank",
@@ -273,9 +333,10 @@ Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requeste
                           ", or re-pack with `g4 pack --tp ", tp, "`");
   if (rank < 0 || rank >= tp)
     return Status::Errorf(path, ": rank ", rank, " of --tp ", tp, " does not exist");
-  if (tp > 1 && meta.value("lm_head", std::string("split")) != LmHeadName(lm_head))
-    return Status::Errorf(path, ": packed with the LM head placed \"",
-                          meta.value("lm_head", std::string("split")),
+  const std::string packed_lm_head =
+      meta.contains("lm_head") ? StringField(meta, "lm_head") : "split";
+  if (tp > 1 && packed_lm_head != LmHeadName(lm_head))
+    return Status::Errorf(path, ": packed with the LM head placed \"", packed_lm_head,
                           "\" but this command asks for \"", LmHeadName(lm_head),
                           "\"; use the artifact's placement or re-pack");
   const std::string prefix = RankPrefix(rank);
@@ -287,8 +348,9 @@ Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requeste
     }));
   }
   WeightType quant;
-  if (!ParseWeightType(meta.value("quant", std::string()), &quant))
-    return Status::Errorf(path, ": unknown weight format \"", meta.value("quant", std::string()), "\" in the artifact");
+  if (!ParseWeightType(StringField(meta, "quant"), &quant))
+    return Status::Errorf(path, ": unknown weight format ",
+                          meta.value("quant", nlohmann::json()).dump(), " in the artifact");
   if (requested != WeightType::kBF16 && requested != quant)
     return Status::Errorf(path, ": the artifact holds ", WeightTypeName(quant), " weights but ",
                           WeightTypeName(requested),
@@ -324,9 +386,11 @@ Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requeste
   auto w = std::make_unique<ModelWeights>();
   w->layers.resize(plan.n_layers());
   w->quant = quant;
-  w->tensor_prefix = meta.value("tensor_prefix", std::string());
-  w->embed_scale = meta.value("embed_scale", 1.0f);
-  w->ple_scale = meta.value("ple_scale", 1.0f);
+  w->tensor_prefix = StringField(meta, "tensor_prefix");
+  if (!FloatField(meta, "embed_scale", 1.0f, &w->embed_scale) ||
+      !FloatField(meta, "ple_scale", 1.0f, &w->ple_scale))
+    return Status::Errorf(
+        path, ": embed_scale and ple_scale in the artifact's meta must be finite numbers");
   Status status;
   auto section = [&](const std::string& name) -> const PackSection* {
     const PackSection* s = pack->Find(prefix + name);
@@ -340,8 +404,8 @@ Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requeste
         const PackSection* s = section(name);
         if (!s || !status.ok()) return;
         WeightType type;
-        const int r = s->meta.value("rows", -1), c = s->meta.value("cols", -1);
-        if (!ParseWeightType(s->meta.value("type", std::string()), &type) || r != rows || c != cols ||
+        const int r = IntField(s->meta, "rows", -1), c = IntField(s->meta, "cols", -1);
+        if (!ParseWeightType(StringField(s->meta, "type"), &type) || r != rows || c != cols ||
             s->bytes != WeightBytes(type, rows, cols)) {
           status =
               Status::Errorf(path, ": section ", prefix, name, " holds ", s->meta.dump(), " in ",
@@ -378,7 +442,7 @@ Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requeste
   if (plan.ple_dim > 0) {
     const PackSection* s = pack->Find("ple_table");
     if (!s) return Status::Errorf(path, ": the artifact has no ple_table section");
-    G4_ASSIGN_OR_RETURN(w->ple_dtype, ParseDType(s->meta.value("dtype", std::string())));
+    G4_ASSIGN_OR_RETURN(w->ple_dtype, ParseDType(StringField(s->meta, "dtype")));
     const uint64_t expect = static_cast<uint64_t>(plan.vocab) * plan.n_layers() * plan.ple_dim * DTypeSize(w->ple_dtype);
     if (s->bytes != expect)
       return Status::Errorf(path, ": section ple_table has ", s->bytes, " bytes, the plan needs ", expect);
@@ -391,24 +455,26 @@ Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requeste
       return Status::Errorf(
           path,
           ": the artifact has no embed_table section (needed by a rank without the whole LM head)");
-    G4_ASSIGN_OR_RETURN(w->embed_table_dtype, ParseDType(s->meta.value("dtype", std::string())));
+    G4_ASSIGN_OR_RETURN(w->embed_table_dtype, ParseDType(StringField(s->meta, "dtype")));
     const uint64_t expect =
         static_cast<uint64_t>(plan.vocab) * plan.hidden * DTypeSize(w->embed_table_dtype);
     if (s->bytes != expect)
       return Status::Errorf(path, ": section embed_table has ", s->bytes, " bytes, the plan needs ",
                             expect);
-    if (!ParseWeightType(s->meta.value("lookup_type", std::string()), &w->embed_table_type))
+    if (!ParseWeightType(StringField(s->meta, "lookup_type"), &w->embed_table_type))
       return Status::Errorf(path,
                             ": section embed_table has no valid lookup_type: ", s->meta.dump());
     w->embed_table = s->data;
     w->mapped_bytes += static_cast<int64_t>(s->bytes);
   }
   for (const PackSection& s : pack->sections())
-    if (s.name.rfind(prefix, 0) == 0 && s.meta.value("kind", std::string()) == "matrix")
+    if (s.name.rfind(prefix, 0) == 0 && StringField(s.meta, "kind") == "matrix")
       w->mapped_bytes += static_cast<int64_t>(s.bytes);
   w->artifact = pack;  // keeps the mapping alive as long as the weights
   out.weights = std::move(w);
   return out;
 }
+
+}  // namespace
 
 }  // namespace g4
