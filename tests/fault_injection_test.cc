@@ -1,18 +1,21 @@
 // Fault injection for the model files (issue 8): a checkpoint truncated mid-tensor, a missing
-// shard, a checkpoint replaced or rewritten while mapped, and a full disk while writing one.
+// shard, a checkpoint replaced or rewritten while mapped, and a full disk while writing a
+// checkpoint or packing one (`g4 pack`).
 // Each must end in an error that names the file, never in a crash, a hang or a partial file.
 // (Server-side faults: tests/server/fault_test.sh.)
+#include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
-
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "base/mapped_file.h"
 #include "io/safetensors.h"
@@ -20,6 +23,7 @@
 #include "model/synth.h"
 #include "runtime/kv_cache.h"
 #include "testing/checkpoints.h"
+#include "testing/run_g4.h"
 
 namespace g4 {
 namespace {
@@ -177,6 +181,65 @@ TEST(FaultInjection, FullDiskWhileWritingLeavesNoPartialFile) {
   EXPECT_EQ(WEXITSTATUS(wstatus), 0) << pipe_msg;
   EXPECT_NE(pipe_msg.find("disk full"), std::string::npos) << pipe_msg;
   for (const auto& e : fs::directory_iterator(dir)) ADD_FAILURE() << "left behind: " << e.path();
+}
+
+// Full disk while `g4 pack` writes an artifact: the real binary runs in a child with RLIMIT_FSIZE
+// at 1 MiB (the tiny artifact is ~3 MB) and SIGXFSZ ignored, both inherited across exec, so its
+// pwrite fails with EFBIG part way through, the same error path a full disk (ENOSPC) takes. It
+// must exit non-zero with a message that says what happened and leave no artifact, no named
+// temporary file, nothing at all in the output directory.
+TEST(FaultInjection, FullDiskWhilePackingLeavesNoArtifact) {
+  const std::string src = TinyCheckpoint("e2b", {.vocab = 512});
+  const std::string dir = TestTempDir("full_disk_pack");
+  ASSERT_FALSE(src.empty());
+  ASSERT_FALSE(dir.empty());
+  const char* bin_dir = std::getenv("G4_BINARY_DIR");
+  const std::string g4 = std::string(bin_dir && *bin_dir ? bin_dir : G4_BINARY_DIR) + "/g4";
+  const std::string out = dir + "/model.g4";
+  std::vector<std::string> args = {g4, "pack", "--model", src, "--out", out, "--threads", "1"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  constexpr rlim_t kLimit = 1 << 20;
+
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec (the test process has threads).
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    ::signal(SIGXFSZ, SIG_IGN);
+    const struct rlimit limit { kLimit, kLimit };
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(120);
+    ::execv(argv[0], argv.data());
+    ::_exit(121);
+  }
+  ::close(fds[1]);
+  std::string output;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) output.append(buf, n);
+  ::close(fds[0]);
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFEXITED(wstatus)) << "g4 pack was killed by signal " << WTERMSIG(wstatus) << ":\n"
+                                  << output;
+  ASSERT_NE(WEXITSTATUS(wstatus), 120) << "setrlimit failed";
+  ASSERT_NE(WEXITSTATUS(wstatus), 121) << "cannot run " << g4;
+  EXPECT_EQ(WEXITSTATUS(wstatus), 1) << output;
+  EXPECT_NE(output.find("g4 pack: " + out + ": write failed"), std::string::npos) << output;
+  EXPECT_NE(output.find("file-size limit"), std::string::npos) << output;
+  EXPECT_NE(output.find("no file was left behind"), std::string::npos) << output;
+  for (const auto& e : fs::directory_iterator(dir)) ADD_FAILURE() << "left behind: " << e.path();
+
+  // The same checkpoint packs under no limit (the failure above was the limit, nothing else),
+  // and the artifact is larger than the limit, so the limit was hit part way.
+  G4RunResult ok = RunG4("pack --threads 1 --model " + src + " --out " + out);
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  EXPECT_GT(fs::file_size(out), kLimit);
 }
 
 }  // namespace
