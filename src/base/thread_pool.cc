@@ -30,8 +30,15 @@ void ThreadPool::RunTasks(uint32_t generation, int thread_index) {
   uint64_t s = state_.load(std::memory_order_acquire);
   for (;;) {
     if (static_cast<uint32_t>(s >> 32) != generation) return;
-    const int64_t task = static_cast<int64_t>(s & 0xffffffffu);
-    if (task >= n_tasks_.load(std::memory_order_relaxed)) return;
+    const int64_t task = static_cast<int64_t>(s & kTaskMask);
+    if (task == kClosed) {  // the job is being published: it opens within a few stores
+      s = state_.load(std::memory_order_acquire);
+      continue;
+    }
+    // Acquire pairs with the publisher's release: if this reads a newer job's count, the
+    // closing store came before it, and the claim below fails instead of taking task `task`
+    // of a job this worker never saw (which would also count one task too many in done_).
+    if (task >= n_tasks_.load(std::memory_order_acquire)) return;
     if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) continue;
     // The claim succeeded, so this generation's job is still running and job_ is its job.
     (*job_)(task, thread_index);
@@ -42,7 +49,9 @@ void ThreadPool::RunTasks(uint32_t generation, int thread_index) {
 
 void ThreadPool::WorkerLoop(int thread_index) {
   uint32_t seen = 0;
-  auto generation = [&] { return static_cast<uint32_t>(state_.load(std::memory_order_acquire) >> 32); };
+  auto generation = [&] {
+    return static_cast<uint32_t>(state_.load(std::memory_order_acquire) >> 32);
+  };
   for (;;) {
     // Spin for a short while: the next job usually follows within microseconds.
     auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
@@ -60,7 +69,7 @@ void ThreadPool::WorkerLoop(int thread_index) {
 
 void ThreadPool::ParallelFor(int64_t n_tasks, const std::function<void(int64_t, int)>& fn) {
   if (n_tasks <= 0) return;
-  if (workers_.empty() || n_tasks == 1) {
+  if (workers_.empty() || n_tasks == 1 || n_tasks >= kClosed) {
     for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
     return;
   }
@@ -69,10 +78,13 @@ void ThreadPool::ParallelFor(int64_t n_tasks, const std::function<void(int64_t, 
   {
     // Under the mutex so a worker between its check and its wait cannot miss the wake-up.
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    n_tasks_.store(n_tasks, std::memory_order_relaxed);
-    done_.store(0, std::memory_order_relaxed);
     generation = static_cast<uint32_t>(state_.load() >> 32) + 1;
+    // Close the old job before its count changes: a worker still claiming in it may read the
+    // new count, and its compare-and-swap must then fail (see RunTasks).
+    state_.store((static_cast<uint64_t>(generation) << 32) | kClosed, std::memory_order_relaxed);
+    job_ = &fn;
+    done_.store(0, std::memory_order_relaxed);
+    n_tasks_.store(n_tasks, std::memory_order_release);
     state_.store(static_cast<uint64_t>(generation) << 32, std::memory_order_release);
   }
   wake_.notify_all();

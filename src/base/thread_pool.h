@@ -37,6 +37,9 @@ class ThreadPool {
   void WorkerLoop(int thread_index);
   void RunTasks(uint32_t generation, int thread_index);
 
+  static constexpr uint64_t kTaskMask = 0xffffffffu;
+  static constexpr int64_t kClosed = 0xffffffff;  // task index of a job still being published
+
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
