@@ -39,9 +39,6 @@ int RunServe(int argc, char** argv) {
   app.add_option("--max-body", o.max_body_bytes, "largest request body in bytes");
   app.add_option("--body-timeout", o.body_timeout_seconds,
                  "seconds a client may take to send a request body (then 408)");
-  app.add_option(
-      "--header-timeout", o.header_timeout_seconds,
-      "seconds a client may take to send request headers (then the connection is closed)");
   app.add_option("--prefill-chunk", o.prefill_chunk, "prompt tokens of one sequence per step");
   app.add_option("--batch-rows", o.max_batch_rows, "prompt tokens over all sequences per step");
   app.add_flag("--no-prefix-reuse", no_prefix_reuse, "always prefill the whole prompt");
@@ -50,12 +47,9 @@ int RunServe(int argc, char** argv) {
   o.prefix_reuse = !no_prefix_reuse;
   o.log_requests = !quiet;
   if (o.timeout_seconds <= 0 || o.grace_seconds < 0 || o.max_queue < 0 || o.prefill_chunk < 1 ||
-      o.max_batch_rows < 1 || o.max_body_bytes < 1024 || o.body_timeout_seconds <= 0 ||
-      o.header_timeout_seconds <= 0) {
-    std::fprintf(
-        stderr,
-        "g4 serve: --timeout must be > 0, --grace and --max-queue >= 0, --prefill-chunk and "
-        "--batch-rows >= 1, --max-body >= 1024, --body-timeout and --header-timeout > 0\n");
+      o.max_batch_rows < 1 || o.max_body_bytes < 1024 || o.body_timeout_seconds <= 0) {
+    std::fprintf(stderr, "g4 serve: --timeout must be > 0, --grace and --max-queue >= 0, --prefill-chunk and "
+                         "--batch-rows >= 1, --max-body >= 1024, --body-timeout > 0\n");
     return 2;
   }
   if (tp < 0) {

@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,7 +21,6 @@
 #include <memory>
 #include <mutex>
 #include <random>
-#include <set>
 #include <thread>
 
 #include "io/pack.h"
@@ -34,7 +32,6 @@
 #include "parallel/tp_serve.h"
 #include "runtime/scheduler.h"
 #include "server/chat_bridge.h"
-#include "server/connection_deadlines.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
 #include "server/stop_matcher.h"
@@ -94,12 +91,6 @@ ApiError MakeError(int status, std::string message, std::string type, std::strin
   return e;
 }
 
-int PortOf(const sockaddr_storage& a) {
-  if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
-  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
-  return -1;
-}
-
 // The socket of this request's connection, found by its address pair, so a waiting handler can
 // notice that the client went away (cpp-httplib 0.11 does not expose it). -1 if not found.
 int FindConnectionSocket(const httplib::Request& req) {
@@ -113,7 +104,12 @@ int FindConnectionSocket(const httplib::Request& req) {
     socklen_t local_len = sizeof local, peer_len = sizeof peer;
     if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
     if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;
-    if (PortOf(local) == req.local_port && PortOf(peer) == req.remote_port) {
+    auto port_of = [](const sockaddr_storage& a) -> int {
+      if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+      if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+      return -1;
+    };
+    if (port_of(local) == req.local_port && port_of(peer) == req.remote_port) {
       found = fd;
       break;
     }
@@ -131,104 +127,6 @@ bool PeerClosed(int fd) {
   if (n == 0) return true;
   return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
 }
-
-// The connection this HTTP thread is serving: httplib runs a connection's requests, handlers and
-// logger on the thread that called process_and_close_socket, so a thread-local finds it.
-struct CurrentConnection {
-  ConnectionDeadlines* deadlines = nullptr;
-  ConnectionDeadlines::Id id = 0;
-  double request_window = 0;  // seconds from the end of a response to the next request's headers
-  double body_window = 0;     // seconds from the headers to the end of the body
-};
-thread_local CurrentConnection t_connection;
-
-void ArmCurrentConnection(double seconds, const char* phase) {
-  if (!t_connection.deadlines) return;
-  t_connection.deadlines->Arm(t_connection.id,
-                              Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                 std::chrono::duration<double>(seconds)),
-                              phase);
-}
-void DisarmCurrentConnection() {
-  if (t_connection.deadlines) t_connection.deadlines->Disarm(t_connection.id);
-}
-
-// httplib's worker pool, plus a deadline on reading each request (ConnectionDeadlines): armed
-// while a connection waits for a request's headers, re-armed for the body once they are in,
-// disarmed when the handler starts, re-armed for the next request once the response is written.
-// httplib 0.11 exposes an accepted socket nowhere (process_and_close_socket is private), but the
-// task queue is ours and enqueue() runs on the accepting thread right after accept(): the one
-// connection socket on our port that is not registered yet is the new connection.
-class DeadlineTaskQueue : public httplib::TaskQueue {
- public:
-  DeadlineTaskQueue(size_t threads, ConnectionDeadlines& deadlines, int port, double request_window,
-                    double body_window)
-      : pool_(threads),
-        deadlines_(deadlines),
-        port_(port),
-        request_window_(request_window),
-        body_window_(body_window) {}
-
-  void enqueue(std::function<void()> fn) override {
-    const auto [fd, inode] = FindNewConnection();
-    if (fd >= 0) {
-      // Recorded even if it cannot be watched (no descriptor left for the dup), so that it is
-      // never mistaken for a later connection.
-      std::lock_guard<std::mutex> lock(mutex_);
-      live_inodes_.insert(inode);
-    }
-    const ConnectionDeadlines::Id id = fd >= 0 ? deadlines_.Add(fd) : kNone;
-    pool_.enqueue([this, fn = std::move(fn), id, fd = fd, inode = inode] {
-      // Armed when a thread takes the connection: time spent queued is not the client's.
-      t_connection = {id != kNone ? &deadlines_ : nullptr, id, request_window_, body_window_};
-      ArmCurrentConnection(request_window_, "headers");
-      fn();
-      t_connection = {};
-      if (id != kNone) deadlines_.Remove(id);
-      if (fd >= 0) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        live_inodes_.erase(inode);
-      }
-    });
-  }
-  void shutdown() override { pool_.shutdown(); }
-
- private:
-  static constexpr ConnectionDeadlines::Id kNone = static_cast<ConnectionDeadlines::Id>(-1);
-
-  // The accepted socket on port_ whose inode is not live yet: {fd, inode}, or {-1, 0}.
-  std::pair<int, ino_t> FindNewConnection() {
-    std::pair<int, ino_t> found{-1, 0};
-    DIR* dir = ::opendir("/proc/self/fd");
-    if (!dir) return found;
-    std::lock_guard<std::mutex> lock(mutex_);
-    int candidates = 0;
-    while (dirent* entry = ::readdir(dir)) {
-      const int fd = std::atoi(entry->d_name);
-      struct stat st {};
-      if (fd <= 2 || ::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
-          live_inodes_.count(st.st_ino))
-        continue;
-      sockaddr_storage local{}, peer{};
-      socklen_t local_len = sizeof local, peer_len = sizeof peer;
-      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
-      if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;
-      if (PortOf(local) != port_) continue;
-      found = {fd, st.st_ino};
-      ++candidates;
-    }
-    ::closedir(dir);
-    // More than one: an earlier connection was not registered; do not guess which is new.
-    return candidates == 1 ? found : std::pair<int, ino_t>{-1, 0};
-  }
-
-  httplib::ThreadPool pool_;
-  ConnectionDeadlines& deadlines_;
-  const int port_;
-  const double request_window_, body_window_;
-  std::mutex mutex_;
-  std::set<ino_t> live_inodes_;
-};
 
 // One piece of output on its way from the engine thread to the HTTP thread.
 struct Event {
@@ -828,32 +726,16 @@ int RunServer(const ServerOptions& options) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  // Request-read deadlines. A connection waits up to keep_alive_seconds for a request to start
-  // (httplib closes it after that) and then has header_timeout_seconds to send the headers: the
-  // window is armed from the start of the wait. The body window is a backstop behind the
-  // handlers' own body deadline (408), which answers first when bytes still trickle in.
-  constexpr int kKeepAliveSeconds = 5;
-  ConnectionDeadlines deadlines([&s](const std::string& phase) {
-    s.metrics.CountError(phase == "headers" ? "header_timeout" : "body_timeout");
-    if (s.options.log_requests)
-      Log(s, Str("closed a connection that did not send its request ", phase, " in time"));
-  });
   httplib::Server svr;
   const int http_threads = options.http_threads > 0 ? options.http_threads
                                                     : std::max(32, options.parallel + options.max_queue + 16);
-  int port = options.port;  // the bound port, set below before listening starts
-  svr.new_task_queue = [&] {
-    return new DeadlineTaskQueue(http_threads, deadlines, port,
-                                 kKeepAliveSeconds + options.header_timeout_seconds,
-                                 options.body_timeout_seconds + 5);
-  };
+  svr.new_task_queue = [http_threads] { return new httplib::ThreadPool(http_threads); };
   svr.set_payload_max_length(options.max_body_bytes);
-  svr.set_keep_alive_timeout(kKeepAliveSeconds);
+  svr.set_keep_alive_timeout(5);
   svr.set_read_timeout(30);
   svr.set_write_timeout(30);
 
   svr.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
-    ArmCurrentConnection(t_connection.body_window, "body");  // the headers are in
     if (req.path == "/health" || req.path == "/v1/health" || s.options.api_key.empty())
       return httplib::Server::HandlerResponse::Unhandled;
     if (BearerMatches(req.get_header_value("Authorization"), s.options.api_key))
@@ -865,8 +747,7 @@ int RunServer(const ServerOptions& options) {
     return httplib::Server::HandlerResponse::Handled;
   });
   svr.set_error_handler(httplib::Server::HandlerWithResponse([&s](const httplib::Request& req,
-                                                                  httplib::Response& res) {
-    DisarmCurrentConnection();  // the request (if any) has been read
+                                                                   httplib::Response& res) {
     if (!res.body.empty() || res.status == 499) return httplib::Server::HandlerResponse::Unhandled;
     ApiError e;
     e.status = res.status;
@@ -884,10 +765,6 @@ int RunServer(const ServerOptions& options) {
     SendError(res, e);
     return httplib::Server::HandlerResponse::Handled;
   }));
-  // Called once a response has been written: the connection now waits for its next request.
-  svr.set_logger([](const httplib::Request&, const httplib::Response&) {
-    ArmCurrentConnection(t_connection.request_window, "headers");
-  });
   svr.set_exception_handler([&s](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     s.metrics.CountError("internal");
     SendError(res, MakeError(500, "internal error", "server_error"));
@@ -897,7 +774,6 @@ int RunServer(const ServerOptions& options) {
   using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
   auto wrap = [&s](const std::string& route, bool needs_model, Handler fn) {
     return [&s, route, needs_model, fn](const httplib::Request& req, httplib::Response& res) {
-      DisarmCurrentConnection();  // the whole request is read; a response may stream for long
       s.in_flight.fetch_add(1);
       try {
         if (!needs_model || Ready(s, res)) fn(req, res);
@@ -1001,6 +877,7 @@ int RunServer(const ServerOptions& options) {
           }));
 
   // Port 0 takes a free port (tests); the log line says which.
+  int port = options.port;
   if (port == 0) {
     port = svr.bind_to_any_port(options.host);
   } else if (!svr.bind_to_port(options.host, port)) {

@@ -29,10 +29,6 @@ struct ServerOptions {
   // Whole-body deadline: httplib's read timeout is per recv, so without it a client trickling
   // one byte per second holds an HTTP thread for as long as it likes (slowloris). 408 after it.
   double body_timeout_seconds = 30;
-  // Request-header deadline, for the same reason: a client trickling its headers is cut off
-  // (connection closed, no reply) this long after it may start a request (after the previous
-  // response, or the connection's opening, plus the 5 s keep-alive wait).
-  double header_timeout_seconds = 30;
   int prefill_chunk = 64;
   int max_batch_rows = 256;
   bool prefix_reuse = true;

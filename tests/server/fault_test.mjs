@@ -1,6 +1,6 @@
 // Server fault injection (issue 8): a client that disconnects mid-stream, clients that send
-// their body or their headers one byte per second, SIGTERM with 16 streams in flight, a request
-// storm past the queue bound, and a checkpoint rewritten on disk while the server has it mapped.
+// their body one byte per second, SIGTERM with 16 streams in flight, a request storm past the
+// queue bound, and a checkpoint rewritten on disk while the server has it mapped.
 //   node tests/server/fault_test.mjs     (G4_BIN, G4_BINARY_DIR, G4_SERVE_TEST_MODEL optional)
 import net from 'node:net';
 import { readFileSync, cpSync, mkdtempSync, rmSync, truncateSync } from 'node:fs';
@@ -111,54 +111,6 @@ test('clients sending their body one byte per second neither block others nor ho
     assert.ok(seconds < 10, `slow client held its connection ${seconds} s`);
     assert.match(answer, /^HTTP\/1\.1 408/, answer.slice(0, 200));
   }
-  assert.equal(s.proc.exitCode, null);
-});
-
-test('clients sending their request headers one byte per second are cut off; others are served', async () => {
-  // 4 HTTP threads, all taken by slow-header clients: without a header deadline the normal
-  // request below would wait for a thread forever (httplib's read timeout is per recv, and each
-  // byte resets it). With --header-timeout 2 each slow connection is closed, without a reply,
-  // within the 5 s keep-alive window + 2 s of being taken by a thread.
-  const s = await startServer(model, ['--parallel', '1', '--http-threads', '4', '--header-timeout', '2']);
-  // The readiness check's keep-alive connection holds a thread until the server drops it after
-  // 5 idle seconds; wait for that, so that the normal request needs a new connection and thread.
-  await sleep(5500);
-  const { hostname, port } = new URL(s.url);
-  const header = 'X-Slow: ' + 'a'.repeat(200) + '\r\n\r\n';
-  const slow = [];
-  for (let i = 0; i < 4; i++) {
-    slow.push(new Promise((resolve) => {
-      const sock = net.connect(Number(port), hostname, () => {
-        const t0 = Date.now();
-        sock.write('GET /v1/models HTTP/1.1\r\nHost: x\r\n');
-        let i = 0, answer = '', sent = 0;
-        const timer = setInterval(() => { if (i < header.length && !sock.destroyed) { sock.write(header[i++]); sent++; } }, 1000);
-        sock.on('data', (d) => { answer += d; });
-        sock.on('close', () => { clearInterval(timer); resolve({ answer, sent, seconds: (Date.now() - t0) / 1000 }); });
-        sock.on('error', () => {});
-      });
-    }));
-  }
-  await sleep(500);
-  const t0 = Date.now();
-  const r = await post(s.url, '/v1/chat/completions', chatBody({ max_tokens: 4 }), { signal: AbortSignal.timeout(30000) });
-  assert.equal(r.status, 200);
-  const waited = (Date.now() - t0) / 1000;
-  const bound = process.env.G4_SANITIZED ? 20 : 10;
-  assert.ok(waited < bound, `normal request waited ${waited} s behind slow-header clients`);
-  const cut = await Promise.all(slow);
-  console.log(`  normal request served after ${waited.toFixed(1)} s; slow-header connections closed after ` +
-              cut.map((c) => c.seconds.toFixed(1)).join(', ') + ' s');
-  for (const { answer, sent, seconds } of cut) {
-    // Cut off by the deadline: not before the header timeout, long before the headers could end.
-    assert.ok(seconds >= 2 && seconds < bound, `slow-header client held its connection ${seconds} s`);
-    assert.ok(sent < header.length, 'the slow client finished its headers');
-    assert.equal(answer, '', 'a cut-off connection gets no reply');
-  }
-  assert.equal(await metric(s.url, 'g4_errors_total', 'header_timeout'), 4);
-  // The server carries on: keep-alive connections that are not slow still work.
-  assert.equal((await fetch(s.url + '/v1/models')).status, 200);
-  assert.match(s.log(), /did not send its request headers in time/);
   assert.equal(s.proc.exitCode, null);
 });
 
