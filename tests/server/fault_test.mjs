@@ -147,13 +147,17 @@ test('SIGTERM with 16 streams in flight: every stream ends with a finish reason,
 
 test('a request storm past the queue bound gets 429s and memory stays flat', async () => {
   const s = await startServer(model, ['--parallel', '2', '--max-queue', '4', '--quiet']);
+  const errors = new Set();  // why fetches failed, if any did
   const storm = async () => {
     const codes = {};
     const all = [];
     for (let i = 0; i < 150; i++) {
       all.push(post(s.url, '/v1/chat/completions', chatBody({ max_tokens: 8, stream: i % 2 === 0 }))
         .then(async (r) => { await r.arrayBuffer(); codes[r.status] = (codes[r.status] || 0) + 1; if (r.status === 429) assert.ok(r.headers.get('retry-after')); })
-        .catch(() => { codes.reset = (codes.reset || 0) + 1; }));
+        .catch((e) => {
+          codes.reset = (codes.reset || 0) + 1;
+          errors.add(String((e && e.cause && (e.cause.code || e.cause.message)) || e));
+        }));
     }
     await Promise.all(all);
     return codes;
@@ -166,7 +170,18 @@ test('a request storm past the queue bound gets 429s and memory stays flat', asy
   console.log(`     last storm: ${JSON.stringify(last)}; RSS ${before.toFixed(1)} -> ${after.toFixed(1)} MiB`);
   assert.ok(last[429] > 0, 'no 429 in a storm of 150 against a queue of 4');
   assert.ok(last[200] > 0);
-  assert.deepEqual(Object.keys(last).filter((c) => c !== '200' && c !== '429'), []);
+  // Every request gets an answer. Under a sanitizer the server runs 5-15x slower and 150
+  // connections at once can outlast the client's connect timeout, so there a failed fetch is
+  // tolerated as long as the server survives the storms (the sanitizer halts it on any error)
+  // and still answers; a release build must answer every one.
+  const unanswered = Object.keys(last).filter((c) => c !== '200' && c !== '429');
+  if (process.env.G4_SANITIZED) {
+    if (unanswered.length) console.log(`     (sanitizer build) fetches that failed: ${[...errors].join(', ')}`);
+    assert.equal(s.proc.exitCode, null, 'server died in the storm');
+    assert.equal((await fetch(s.url + '/health')).status, 200);
+  } else {
+    assert.deepEqual(unanswered, [], `fetch errors: ${[...errors].join(', ')}`);
+  }
   // Sanitizer builds hold freed memory in quarantine (ASan) or shadow it (TSan): no bound there.
   if (!process.env.G4_SANITIZED) assert.ok(after - before < 32, `RSS grew ${after - before} MiB over 3 storms`);
   assert.equal(await metric(s.url, 'g4_queue_depth'), 0);
