@@ -1,9 +1,10 @@
 // The inner loops, one table per instruction set. cpu/generic is always built and is the
 // baseline the SIMD versions are tested against; the table is chosen once at start-up
-// (G4_FORCE_ISA=generic|avx2 overrides the detection).
+// (G4_FORCE_ISA=generic|avx2|avx512 overrides the detection).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/weight_matrix.h"
 
@@ -15,9 +16,9 @@ namespace g4 {
 struct QuantizedRows {
   int n = 0;
   int cols = 0;
-  const int8_t* q = nullptr;      // [n][cols]
-  const float* scale = nullptr;   // [n][cols/32]
-  const float* corr = nullptr;    // [n][cols/32]
+  const int8_t* q = nullptr;     // [n][cols]
+  const float* scale = nullptr;  // [n][cols/32]
+  const float* corr = nullptr;   // [n][cols/32]
 };
 
 struct CpuKernels {
@@ -41,14 +42,22 @@ struct CpuKernels {
   // y[i * ldy + r] = sum_c W[r, c] * x_i[c] for rows r in [r0, r1) and every row i of x.
   // Rows of W are read once per tile of x rows (register-tiled), so n > 1 costs far less than n
   // matrix-vector products.
-  void (*matmul_q8)(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y, int64_t ldy);
-  void (*matmul_q4)(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y, int64_t ldy);
-  void (*matmul_bf16)(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y, int64_t ldy);
+  void (*matmul_q8)(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
+                    int64_t ldy);
+  void (*matmul_q4)(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
+                    int64_t ldy);
+  void (*matmul_bf16)(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
+                      int64_t ldy);
+  // gate[i] = gelu_pytorch_tanh(gate[i]) * up[i]. SIMD tanh is exp-based: within ~1e-7 of tanhf.
+  void (*gelu_tanh_mul)(float* gate, const float* up, int64_t n);
 };
 
 const CpuKernels& GenericKernels();
-const CpuKernels* Avx2Kernels();  // nullptr when not compiled in
-// The table in use: AVX2+FMA+F16C when the CPU has them, else generic.
+const CpuKernels* Avx2Kernels();    // nullptr when not compiled in
+const CpuKernels* Avx512Kernels();  // AVX-512 F/BW/VL + VNNI q8/q4 products over the AVX2 table
+// The SIMD tables this CPU can run, slowest first (tests compare each with generic).
+std::vector<const CpuKernels*> UsableSimdKernels();
+// The table in use: the last usable SIMD table, else generic (G4_FORCE_ISA picks another).
 const CpuKernels& ActiveKernels();
 
 }  // namespace g4

@@ -1,5 +1,6 @@
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu_kernels.h"
 #include "kernels/weight_matrix.h"
@@ -8,10 +9,14 @@ namespace g4 {
 
 const char* WeightTypeName(WeightType type) {
   switch (type) {
-    case WeightType::kF32: return "f32";
-    case WeightType::kBF16: return "bf16";
-    case WeightType::kQ8: return "q8";
-    case WeightType::kQ4: return "q4";
+    case WeightType::kF32:
+      return "f32";
+    case WeightType::kBF16:
+      return "bf16";
+    case WeightType::kQ8:
+      return "q8";
+    case WeightType::kQ4:
+      return "q4";
   }
   return "?";
 }
@@ -27,35 +32,70 @@ bool ParseWeightType(const std::string& name, WeightType* type) {
 
 bool WeightTypeFits(WeightType type, int cols) {
   switch (type) {
-    case WeightType::kQ8: return cols % kQuantBlock == 0;
-    case WeightType::kQ4: return cols % (2 * kQuantBlock) == 0;
-    default: return true;
+    case WeightType::kQ8:
+      return cols % kQuantBlock == 0;
+    case WeightType::kQ4:
+      return cols % (2 * kQuantBlock) == 0;
+    default:
+      return true;
   }
 }
 
 size_t WeightBytes(WeightType type, int rows, int cols) {
   const size_t n = static_cast<size_t>(rows) * cols;
   switch (type) {
-    case WeightType::kF32: return n * 4;
-    case WeightType::kBF16: return n * 2;
-    case WeightType::kQ8: return n + n / kQuantBlock * 2;
-    case WeightType::kQ4: return n / 2 + n / kQuantBlock * 2;
+    case WeightType::kF32:
+      return n * 4;
+    case WeightType::kBF16:
+      return n * 2;
+    case WeightType::kQ8:
+      return n + n / kQuantBlock * 2;
+    case WeightType::kQ4:
+      return n / 2 + n / kQuantBlock * 2;
   }
   return 0;
 }
 
 namespace {
-const CpuKernels& Detect() {
-  const char* force = std::getenv("G4_FORCE_ISA");
-  if (force && std::strcmp(force, "generic") == 0) return GenericKernels();
+bool CpuHasAvx2() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && Avx2Kernels())
-    return *Avx2Kernels();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         __builtin_cpu_supports("f16c");
+#else
+  return false;
 #endif
-  return GenericKernels();
+}
+
+bool CpuHasAvx512Vnni() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
+const CpuKernels& Detect() {
+  const char* force = std::getenv("G4_FORCE_ISA");
+  const std::vector<const CpuKernels*> usable = UsableSimdKernels();
+  if (force && *force) {
+    if (std::strcmp(force, "generic") == 0) return GenericKernels();
+    for (const CpuKernels* k : usable)
+      if (std::strcmp(force, k->name) == 0) return *k;
+    // An ISA this CPU lacks (or a typo) falls through to the best one, as without the variable.
+  }
+  return usable.empty() ? GenericKernels() : *usable.back();
 }
 }  // namespace
+
+std::vector<const CpuKernels*> UsableSimdKernels() {
+  std::vector<const CpuKernels*> tables;
+  if (CpuHasAvx2() && Avx2Kernels()) tables.push_back(Avx2Kernels());
+  if (CpuHasAvx512Vnni() && Avx512Kernels()) tables.push_back(Avx512Kernels());
+  return tables;
+}
 
 const CpuKernels& ActiveKernels() {
   static const CpuKernels& k = Detect();

@@ -21,9 +21,10 @@ TEST(Half, Bf16RoundsToNearestEven) {
 }
 
 TEST(Kernels, Avx2MatchesGeneric) {
-  const CpuKernels* avx2 = Avx2Kernels();
+  const std::vector<const CpuKernels*> simd = UsableSimdKernels();
   const CpuKernels& gen = GenericKernels();
-  if (!avx2 || std::string(ActiveKernels().name) != "avx2") GTEST_SKIP() << "no AVX2 on this CPU";
+  if (simd.empty()) GTEST_SKIP() << "no AVX2 on this CPU";
+  const CpuKernels* avx2 = simd.front();
   std::mt19937 rng(1);
   std::normal_distribution<float> nd;
   for (int n : {1, 7, 8, 15, 16, 17, 100, 256, 515}) {
@@ -35,11 +36,40 @@ TEST(Kernels, Avx2MatchesGeneric) {
       w[i] = F32ToBf16(nd(rng));
     }
     EXPECT_NEAR(avx2->dot_f32(a.data(), b.data(), n), gen.dot_f32(a.data(), b.data(), n), 1e-4 * n);
-    EXPECT_NEAR(avx2->dot_bf16_f32(w.data(), b.data(), n), gen.dot_bf16_f32(w.data(), b.data(), n), 1e-4 * n);
+    EXPECT_NEAR(avx2->dot_bf16_f32(w.data(), b.data(), n), gen.dot_bf16_f32(w.data(), b.data(), n),
+                1e-4 * n);
     std::vector<float> x(n), y(n);
     avx2->bf16_to_f32(w.data(), x.data(), n);
     gen.bf16_to_f32(w.data(), y.data(), n);
     EXPECT_EQ(x, y);
+  }
+}
+
+// The SIMD GELU uses its own exp-based tanh: compare with double-precision GELU over the range
+// activations take (and past it: tanh saturates, exp underflows), including odd tails.
+TEST(Kernels, SimdGeluMatchesDoubleGelu) {
+  std::vector<float> x;
+  for (float v = -30.0f; v <= 30.0f; v += 0.0137f) x.push_back(v);
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-6f, 100.0f, -100.0f, 3e38f, -3e38f})
+    x.push_back(v);
+  std::vector<float> up(x.size());
+  for (size_t i = 0; i < up.size(); ++i) up[i] = 1.0f + 0.001f * static_cast<float>(i % 7);
+  std::vector<const CpuKernels*> tables = UsableSimdKernels();
+  tables.push_back(&GenericKernels());
+  for (const CpuKernels* k : tables) {
+    for (size_t n : {x.size(), x.size() - 3}) {
+      std::vector<float> g(x.begin(), x.begin() + n);
+      k->gelu_tanh_mul(g.data(), up.data(), static_cast<int64_t>(n));
+      for (size_t i = 0; i < n; ++i) {
+        const double xd = x[i];
+        const double want = 0.5 * xd *
+                            (1.0 + std::tanh(0.7978845608028654 * (xd + 0.044715 * xd * xd * xd))) *
+                            up[i];
+        // ~1e-7 absolute in tanh, scaled by |x|; relative 1e-6 for the large outputs.
+        EXPECT_NEAR(g[i], want, 1e-6 * std::max(1.0, std::fabs(want)) + 2e-7 * std::fabs(xd))
+            << k->name << " x=" << x[i];
+      }
+    }
   }
 }
 
@@ -55,7 +85,8 @@ TEST(Ops, MatMulMatchesNaiveForAllBatchSizes) {
     wf[i] = Bf16ToF32(wb[i]);
   }
   for (WeightType type : {WeightType::kBF16, WeightType::kF32}) {
-    WeightMatrix w{type, rows, cols, type == WeightType::kBF16 ? static_cast<const void*>(wb.data()) : wf.data(), 0};
+    WeightMatrix w{type, rows, cols,
+                   type == WeightType::kBF16 ? static_cast<const void*>(wb.data()) : wf.data(), 0};
     for (int n : {1, 2, 5}) {
       std::vector<float> x(n * cols), y(n * rows);
       for (auto& v : x) v = nd(rng);
@@ -63,7 +94,8 @@ TEST(Ops, MatMulMatchesNaiveForAllBatchSizes) {
       for (int i = 0; i < n; ++i)
         for (int r = 0; r < rows; ++r) {
           double s = 0;
-          for (int c = 0; c < cols; ++c) s += static_cast<double>(wf[r * cols + c]) * x[i * cols + c];
+          for (int c = 0; c < cols; ++c)
+            s += static_cast<double>(wf[r * cols + c]) * x[i * cols + c];
           EXPECT_NEAR(y[i * rows + r], s, 1e-4) << "n=" << n << " r=" << r;
         }
     }
@@ -108,7 +140,8 @@ TEST(ThreadPool, BackToBackJobsOfGrowingSizeRunEachTaskOnce) {
     const int n = round % 2 == 0 ? 2 : 7;
     for (auto& h : hits) h.store(0, std::memory_order_relaxed);
     pool.ParallelFor(n, [&](int64_t t, int) { hits[t].fetch_add(1, std::memory_order_relaxed); });
-    for (int t = 0; t < 8; ++t) ASSERT_EQ(hits[t].load(), t < n ? 1 : 0) << "round " << round << " task " << t;
+    for (int t = 0; t < 8; ++t)
+      ASSERT_EQ(hits[t].load(), t < n ? 1 : 0) << "round " << round << " task " << t;
   }
 }
 

@@ -32,7 +32,8 @@ QuantizedRows QuantizeRows(const float* x, int n, int cols, ThreadPool& pool) {
   }
   const CpuKernels& k = ActiveKernels();
   auto row = [&](int64_t i, int) {
-    k.quantize_row_q8(x + i * cols, cols, s.q.data() + i * cols, s.scale.data() + i * nb, s.corr.data() + i * nb);
+    k.quantize_row_q8(x + i * cols, cols, s.q.data() + i * cols, s.scale.data() + i * nb,
+                      s.corr.data() + i * nb);
   };
   if (n >= 8) {
     pool.ParallelFor(n, row);
@@ -90,8 +91,8 @@ void MatMul(const WeightMatrix& w, const float* x, int n, float* y, ThreadPool& 
         const Range g = range(task);
         for (int i = g.i0; i < g.i1; ++i)
           for (int r = g.r0; r < g.r1; ++r)
-            y[static_cast<int64_t>(i) * rows + r] =
-                k.dot_f32(wd + static_cast<int64_t>(r) * cols, x + static_cast<int64_t>(i) * cols, cols);
+            y[static_cast<int64_t>(i) * rows + r] = k.dot_f32(
+                wd + static_cast<int64_t>(r) * cols, x + static_cast<int64_t>(i) * cols, cols);
       });
       return;
     }
@@ -110,7 +111,8 @@ void MatMul(const WeightMatrix& w, const float* x, int n, float* y, ThreadPool& 
       pool.ParallelFor(n_tasks, [&](int64_t task, int) {
         const Range g = range(task);
         const QuantizedRows sub{g.i1 - g.i0, cols, xq.q + static_cast<int64_t>(g.i0) * cols,
-                                xq.scale + static_cast<int64_t>(g.i0) * nb, xq.corr + static_cast<int64_t>(g.i0) * nb};
+                                xq.scale + static_cast<int64_t>(g.i0) * nb,
+                                xq.corr + static_cast<int64_t>(g.i0) * nb};
         kernel(w, g.r0, g.r1, sub, y + static_cast<int64_t>(g.i0) * rows, rows);
       });
       return;
@@ -134,6 +136,19 @@ void RmsNorm(const float* x, const float* weight, int dim, float eps, float* out
 float GeluTanh(float x) {
   const float kAlpha = 0.7978845608028654f;  // sqrt(2/pi)
   return 0.5f * x * (1.0f + std::tanh(kAlpha * (x + 0.044715f * x * x * x)));
+}
+
+void GeluTanhMul(float* gate, const float* up, int64_t n, ThreadPool& pool) {
+  const CpuKernels& k = ActiveKernels();
+  constexpr int64_t kChunk = 16384;  // below this a pool hand-off costs more than it saves
+  if (n <= kChunk) {
+    k.gelu_tanh_mul(gate, up, n);
+    return;
+  }
+  pool.ParallelFor((n + kChunk - 1) / kChunk, [&](int64_t t, int) {
+    const int64_t begin = t * kChunk;
+    k.gelu_tanh_mul(gate + begin, up + begin, std::min(kChunk, n - begin));
+  });
 }
 
 void ApplyRope(float* head, int head_dim, int n_pairs, const float* cos, const float* sin) {

@@ -22,6 +22,9 @@ void RmsNorm(const float* x, const float* weight, int dim, float eps, float* out
 // gelu_pytorch_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 float GeluTanh(float x);
 
+// gate[i] = GeluTanh(gate[i]) * up[i] for i < n, vectorised, split over the pool when large.
+void GeluTanhMul(float* gate, const float* up, int64_t n, ThreadPool& pool);
+
 // Rotates pairs (j, j + head_dim/2) for j < n_pairs by pos * inv_freq[j]; cos/sin precomputed
 // by the caller (RopeTable) for this position.
 void ApplyRope(float* head, int head_dim, int n_pairs, const float* cos, const float* sin);

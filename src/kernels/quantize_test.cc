@@ -1,5 +1,7 @@
 // q8/q4/bf16 matrix products: AVX2 vs generic (same integer math, so nearly bit-equal) vs a
 // double-precision product of the dequantized weights (bounds the activation-quantization error).
+#include "kernels/quantize.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +13,6 @@
 #include "base/thread_pool.h"
 #include "kernels/cpu_kernels.h"
 #include "kernels/ops.h"
-#include "kernels/quantize.h"
 
 namespace g4 {
 namespace {
@@ -49,7 +50,8 @@ TEST(Quantize, RoundTripWithinHalfAStep) {
       for (int b = 0; b < cols / 32; ++b) {
         // q8 rounds to the nearest step. q4 trades the block's extremes for a finer grid
         // (least-squares scale), so its extremes may be clamped by a few steps.
-        const float d = std::fabs(F16ToF32(q.w.scales(r)[b])) * (type == WeightType::kQ4 ? 8.0f : 1.0f);
+        const float d =
+            std::fabs(F16ToF32(q.w.scales(r)[b])) * (type == WeightType::kQ4 ? 8.0f : 1.0f);
         for (int i = b * 32; i < b * 32 + 32; ++i)
           ASSERT_LE(std::fabs(row[i] - src[r * cols + i]), 0.5f * d * 1.001f + 1e-7f)
               << WeightTypeName(type) << " row " << r << " col " << i;
@@ -101,12 +103,17 @@ class MatMulTest : public ::testing::TestWithParam<WeightType> {};
 TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
   const WeightType type = GetParam();
   const CpuKernels& gen = GenericKernels();
-  const CpuKernels* simd = Avx2Kernels();
-  const bool have_simd = simd && std::string(ActiveKernels().name) == "avx2";
+  // Every SIMD table this CPU runs (AVX2, and AVX-512 VNNI where present), each against generic.
+  const std::vector<const CpuKernels*> simd_tables = UsableSimdKernels();
   ThreadPool pool(2);
   // Odd row counts (edge tiles), a partial 8-block scale group (cols 320), n = 1 (decode path)
   // and several x rows (tiled path, with a leftover row).
-  for (int cols : {64, 320, 1536}) {
+  // Column counts also hit the SIMD tails: q4 blocks left over after 4-block steps (320 = 10
+  // blocks, 576 = 16 + 2), q8 an odd block at the end of a 16-block group (544 = 16 + 1, 96).
+  const std::vector<int> col_counts = type == WeightType::kQ4
+                                          ? std::vector<int>{64, 320, 576, 1536}
+                                          : std::vector<int>{64, 96, 320, 544, 1536};
+  for (int cols : col_counts) {
     for (int rows : {1, 5, 67}) {
       for (int n : {1, 2, 5, 70}) {
         auto wsrc = Random(static_cast<size_t>(rows) * cols, rows * 7 + cols, 0.05f);
@@ -143,14 +150,16 @@ TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
             std::vector<int8_t> xq(static_cast<size_t>(n) * cols);
             std::vector<float> xs(n * nb), xc(n * nb);
             for (int i = 0; i < n; ++i)
-              k.quantize_row_q8(x.data() + i * cols, cols, xq.data() + i * cols, xs.data() + i * nb, xc.data() + i * nb);
+              k.quantize_row_q8(x.data() + i * cols, cols, xq.data() + i * cols, xs.data() + i * nb,
+                                xc.data() + i * nb);
             QuantizedRows qr{n, cols, xq.data(), xs.data(), xc.data()};
             (type == WeightType::kQ8 ? k.matmul_q8 : k.matmul_q4)(q.w, 0, rows, qr, y.data(), rows);
           }
           return y;
         };
-        const std::string where = std::string(WeightTypeName(type)) + " rows " + std::to_string(rows) +
-                                  " cols " + std::to_string(cols) + " n " + std::to_string(n);
+        const std::string where = std::string(WeightTypeName(type)) + " rows " +
+                                  std::to_string(rows) + " cols " + std::to_string(cols) + " n " +
+                                  std::to_string(n);
         const auto y_gen = run(gen);
         // 8-bit activations: ~0.4% relative error per product, far less for bf16 (fp32 math).
         const double bound = type == WeightType::kBF16 ? 1e-5 : 1.5e-2;
@@ -158,10 +167,10 @@ TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
         std::vector<float> y_ops(static_cast<size_t>(n) * rows);
         MatMul(q.w, x.data(), n, y_ops.data(), pool);
         EXPECT_LT(RelRms(y_ops, ref, typical), bound) << where;
-        if (have_simd) {
+        for (const CpuKernels* simd : simd_tables) {
           const auto y_simd = run(*simd);
           std::vector<double> g(y_gen.begin(), y_gen.end());
-          EXPECT_LT(RelRms(y_simd, g, typical), 1e-5) << where;
+          EXPECT_LT(RelRms(y_simd, g, typical), 1e-5) << where << " isa " << simd->name;
         }
       }
     }
@@ -173,8 +182,8 @@ INSTANTIATE_TEST_SUITE_P(Types, MatMulTest,
                          [](const auto& info) { return std::string(WeightTypeName(info.param)); });
 
 TEST(Quantize, ActivationQuantizationSameOnEveryIsa) {
-  const CpuKernels* simd = Avx2Kernels();
-  if (!simd || std::string(ActiveKernels().name) != "avx2") GTEST_SKIP() << "no AVX2";
+  if (UsableSimdKernels().empty()) GTEST_SKIP() << "no AVX2";
+  const CpuKernels* simd = UsableSimdKernels().front();
   auto x = Random(512, 9);
   x[3] = 0;
   std::fill(x.begin() + 64, x.begin() + 96, 0.0f);  // an all-zero block
@@ -188,8 +197,8 @@ TEST(Quantize, ActivationQuantizationSameOnEveryIsa) {
 }
 
 TEST(Quantize, WeightQuantizationAgreesAcrossIsas) {
-  const CpuKernels* simd = Avx2Kernels();
-  if (!simd || std::string(ActiveKernels().name) != "avx2") GTEST_SKIP() << "no AVX2";
+  if (UsableSimdKernels().empty()) GTEST_SKIP() << "no AVX2";
+  const CpuKernels* simd = UsableSimdKernels().front();
   const int cols = 4096;
   auto x = Random(cols, 21, 0.03f);
   std::fill(x.begin() + 64, x.begin() + 128, 0.0f);  // all-zero blocks

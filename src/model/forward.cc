@@ -142,8 +142,10 @@ void Model::LmHead(int m, Activations& act, float* logits) {
   // MatMul wrote [m, rows]; spread it to [m, block] (backwards, so nothing is overwritten early).
   if (rows != block)
     for (int i = m - 1; i >= 0; --i)
-      std::memmove(act.logits_block.data() + i * block, act.logits_block.data() + i * rows, rows * sizeof(float));
-  comm_->AllGather(act.logits_block.data(), static_cast<size_t>(m) * block, act.logits_gathered.data());
+      std::memmove(act.logits_block.data() + i * block, act.logits_block.data() + i * rows,
+                   rows * sizeof(float));
+  comm_->AllGather(act.logits_block.data(), static_cast<size_t>(m) * block,
+                   act.logits_gathered.data());
   for (size_t r = 0; r < S; ++r) {
     const size_t begin = r * block, count = std::min(block, V - std::min<size_t>(V, begin));
     for (int i = 0; i < m; ++i)
@@ -167,9 +169,10 @@ Status Model::ComputePle(const std::vector<BatchRow>& rows, Activations& act) {
     if (!CopyFromMapping(row_bytes.data(),
                          w.ple_table + static_cast<size_t>(rows[r].token) * LP * esize,
                          row_bytes.size()))
-      return Status::Errorf("reading the per-layer embedding table failed (SIGBUS): the mapped "
-                            "checkpoint file was truncated or rewritten on disk; restart to "
-                            "load it again");
+      return Status::Errorf(
+          "reading the per-layer embedding table failed (SIGBUS): the mapped "
+          "checkpoint file was truncated or rewritten on disk; restart to "
+          "load it again");
     const uint8_t* row = row_bytes.data();
     float* dst = act.ple_inputs.data() + static_cast<size_t>(r) * LP;
     for (int c = 0; c < LP; ++c) {
@@ -198,7 +201,8 @@ Status Model::ComputePle(const std::vector<BatchRow>& rows, Activations& act) {
     float* p = act.ple_inputs.data() + static_cast<size_t>(r) * LP;
     for (int i = 0; i < LP; ++i) c[i] *= proj_scale;
     for (int l = 0; l < plan_.n_layers(); ++l)
-      RmsNorm(c + l * P, w.ple_projection_norm.data(), P, static_cast<float>(plan_.rms_norm_eps), c + l * P);
+      RmsNorm(c + l * P, w.ple_projection_norm.data(), P, static_cast<float>(plan_.rms_norm_eps),
+              c + l * P);
     for (int i = 0; i < LP; ++i) p[i] = (c[i] + p[i]) * combine;
   }
   return OkStatus();
@@ -214,7 +218,9 @@ void Model::Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Ac
   const int n = static_cast<int>(rows.size()), hd = lp.head_dim, nq = lp.n_heads_q;
   const int qdim = lp.q_dim();
   const int slot = plan_.layers[lp.kv_source].kv_slot;
-  auto kv_of = [&](int h) { return (lp.q_head_offset + h) / lp.group_size - lp.kv_head_offset; };  // local KV head
+  auto kv_of = [&](int h) {
+    return (lp.q_head_offset + h) / lp.group_size - lp.kv_head_offset;
+  };  // local KV head
   // Runs of consecutive local query heads with the same KV head.
   struct Run {
     int h0, count, g;
@@ -235,7 +241,8 @@ void Model::Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Ac
   int splits = 1;
   if (n == 1) {
     const int64_t pos = rows[0].pos;
-    const int64_t visible = pos - (lp.window > 0 ? std::max<int64_t>(0, pos - lp.window + 1) : 0) + 1;
+    const int64_t visible =
+        pos - (lp.window > 0 ? std::max<int64_t>(0, pos - lp.window + 1) : 0) + 1;
     splits = static_cast<int>(std::clamp<int64_t>(visible / 256, 1, 2 * pool_->size()));
   }
   const size_t partial_stride = static_cast<size_t>(hd) + 2;  // max, sum, out[hd]
@@ -256,12 +263,15 @@ void Model::Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Ac
     const int64_t j0 = lo + split * per_split, j1 = std::min(pos, j0 + per_split - 1);
     const int len = static_cast<int>(std::max<int64_t>(0, j1 - j0 + 1));
     thread_local std::vector<float> scores;
-    if (scores.size() < static_cast<size_t>(run.count) * len) scores.resize(static_cast<size_t>(run.count) * len);
-    const float* q0 = act.q.data() + static_cast<size_t>(r) * qdim + static_cast<size_t>(run.h0) * hd;
+    if (scores.size() < static_cast<size_t>(run.count) * len)
+      scores.resize(static_cast<size_t>(run.count) * len);
+    const float* q0 =
+        act.q.data() + static_cast<size_t>(r) * qdim + static_cast<size_t>(run.h0) * hd;
     for (int64_t j = j0; j <= j1; ++j) {
       const float* kr = cache.K(slot, j) + run.g * hd;
       // Attention scale is 1.0: the q/k norms carry the scaling (spec §9.6).
-      for (int c = 0; c < run.count; ++c) scores[static_cast<size_t>(c) * len + (j - j0)] = k.dot_f32(q0 + c * hd, kr, hd);
+      for (int c = 0; c < run.count; ++c)
+        scores[static_cast<size_t>(c) * len + (j - j0)] = k.dot_f32(q0 + c * hd, kr, hd);
     }
     float max_score[kMaxRun], sum[kMaxRun];
     float* outs[kMaxRun];
@@ -276,14 +286,19 @@ void Model::Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Ac
       }
       max_score[c] = m;
       sum[c] = static_cast<float>(s);
-      outs[c] = splits == 1 ? act.attn.data() + static_cast<size_t>(r) * qdim + static_cast<size_t>(run.h0 + c) * hd
-                            : act.attn_partial.data() +
-                                  ((static_cast<size_t>(run_index) * splits + split) * max_run + c) * partial_stride + 2;
+      outs[c] = splits == 1
+                    ? act.attn.data() + static_cast<size_t>(r) * qdim +
+                          static_cast<size_t>(run.h0 + c) * hd
+                    : act.attn_partial.data() +
+                          ((static_cast<size_t>(run_index) * splits + split) * max_run + c) *
+                              partial_stride +
+                          2;
       std::fill(outs[c], outs[c] + hd, 0.0f);
     }
     for (int64_t j = j0; j <= j1; ++j) {
       const float* vr = cache.V(slot, j) + run.g * hd;
-      for (int c = 0; c < run.count; ++c) k.axpy_f32(scores[static_cast<size_t>(c) * len + (j - j0)], vr, outs[c], hd);
+      for (int c = 0; c < run.count; ++c)
+        k.axpy_f32(scores[static_cast<size_t>(c) * len + (j - j0)], vr, outs[c], hd);
     }
     for (int c = 0; c < run.count; ++c) {
       if (splits == 1) {
@@ -300,7 +315,8 @@ void Model::Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Ac
   for (int ri = 0; ri < n_runs; ++ri)
     for (int c = 0; c < runs[ri].count; ++c) {
       auto partial = [&](int s) {
-        return act.attn_partial.data() + ((static_cast<size_t>(ri) * splits + s) * max_run + c) * partial_stride;
+        return act.attn_partial.data() +
+               ((static_cast<size_t>(ri) * splits + s) * max_run + c) * partial_stride;
       };
       float m = -INFINITY;
       for (int s = 0; s < splits; ++s) m = std::max(m, partial(s)[0]);
@@ -332,7 +348,8 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
     const BatchRow& row = rows[r];
     if (!row.cache) return Status::Errorf("Forward: row ", r, " has no KV cache");
     if (row.token < 0 || row.token >= plan_.vocab)
-      return Status::Errorf("token id ", row.token, " is outside the vocabulary [0, ", plan_.vocab, ")");
+      return Status::Errorf("token id ", row.token, " is outside the vocabulary [0, ", plan_.vocab,
+                            ")");
     const bool continues = r > 0 && rows[r - 1].cache == row.cache;
     const int64_t expected = continues ? rows[r - 1].pos + 1 : row.cache->n_past();
     if (!continues)
@@ -341,11 +358,14 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
           return Status::Errorf("Forward: row ", r, " continues the sequence of row ", q,
                                 " after other rows; a sequence's rows must be consecutive");
     if (row.pos != expected)
-      return Status::Errorf("Forward: row ", r, " is at position ", row.pos, " but its cache expects ", expected);
+      return Status::Errorf("Forward: row ", r, " is at position ", row.pos,
+                            " but its cache expects ", expected);
     if (row.pos >= row.cache->max_context())
-      return Status::Errorf("position ", row.pos, " is past the context size ", row.cache->max_context());
+      return Status::Errorf("position ", row.pos, " is past the context size ",
+                            row.cache->max_context());
     if (row.pos - row.cache->n_past() + 1 > row.cache->max_chunk())
-      return Status::Errorf("Forward: more than ", row.cache->max_chunk(), " rows for one sequence in one call");
+      return Status::Errorf("Forward: more than ", row.cache->max_chunk(),
+                            " rows for one sequence in one call");
   }
 
   const ModelWeights& w = *weights_;
@@ -401,12 +421,17 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
     const LayerWeights& lw = w.layers[lp.index];
     const int hd = lp.head_dim, qdim = lp.q_dim(), kvdim = lp.kv_dim();
     const int rc = layer_rope_config_[lp.index];
-    auto cos_of = [&](int r) { return act.rope_cos.data() + (static_cast<size_t>(rc) * n + r) * max_rope_pairs_; };
-    auto sin_of = [&](int r) { return act.rope_sin.data() + (static_cast<size_t>(rc) * n + r) * max_rope_pairs_; };
+    auto cos_of = [&](int r) {
+      return act.rope_cos.data() + (static_cast<size_t>(rc) * n + r) * max_rope_pairs_;
+    };
+    auto sin_of = [&](int r) {
+      return act.rope_sin.data() + (static_cast<size_t>(rc) * n + r) * max_rope_pairs_;
+    };
 
     // 1-2. Pre-attention norm; queries with q_norm and RoPE.
     for (int r = 0; r < n; ++r)
-      RmsNorm(x + static_cast<size_t>(r) * H, lw.input_norm.data(), H, eps, act.normed.data() + static_cast<size_t>(r) * H);
+      RmsNorm(x + static_cast<size_t>(r) * H, lw.input_norm.data(), H, eps,
+              act.normed.data() + static_cast<size_t>(r) * H);
     MatMul(lw.q_proj, act.normed.data(), n, act.q.data(), *pool_);
     for (int r = 0; r < n; ++r)
       for (int h = 0; h < lp.n_heads_q; ++h) {
@@ -452,7 +477,7 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
     MatMul(lw.gate_proj, act.normed.data(), n, act.gate.data(), *pool_);
     MatMul(lw.up_proj, act.normed.data(), n, act.up.data(), *pool_);
     const size_t mlp_elems = static_cast<size_t>(n) * lp.mlp_width;
-    for (size_t i = 0; i < mlp_elems; ++i) act.gate[i] = GeluTanh(act.gate[i]) * act.up[i];
+    GeluTanhMul(act.gate.data(), act.up.data(), static_cast<int64_t>(mlp_elems), *pool_);
     MatMul(lw.down_proj, act.gate.data(), n, act.proj.data(), *pool_);
     if (comm_) comm_->AllReduceSum(act.proj.data(), static_cast<size_t>(n) * H);
     for (int r = 0; r < n; ++r) {
@@ -467,7 +492,7 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
       for (int r = 0; r < n; ++r) {
         float* g = act.ple_gate.data() + static_cast<size_t>(r) * P;
         const float* p = act.ple_inputs.data() + static_cast<size_t>(r) * LP + lp.ple_offset;
-        for (int j = 0; j < P; ++j) g[j] = GeluTanh(g[j]) * p[j];
+        GeluTanhMul(g, p, P, *pool_);
       }
       MatMul(lw.ple_projection, act.ple_gate.data(), n, act.ple_out.data(), *pool_);
       for (int r = 0; r < n; ++r) {
@@ -491,7 +516,8 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
   if (m > 0) LmHead(m, act, logits);
 
   for (int r = 0; r < n; ++r)
-    if (r + 1 == n || rows[r + 1].cache != rows[r].cache) rows[r].cache->set_n_past(rows[r].pos + 1);
+    if (r + 1 == n || rows[r + 1].cache != rows[r].cache)
+      rows[r].cache->set_n_past(rows[r].pos + 1);
   return OkStatus();
 }
 

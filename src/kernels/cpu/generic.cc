@@ -5,6 +5,7 @@
 
 #include "base/half.h"
 #include "kernels/cpu_kernels.h"
+#include "kernels/ops.h"
 
 namespace g4 {
 namespace {
@@ -46,7 +47,8 @@ void QuantizeRowQ8(const float* x, int cols, int8_t* q, float* scale, float* cor
   }
 }
 
-void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y, int64_t ldy) {
+void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
+              int64_t ldy) {
   const int nb = w.blocks();
   for (int r = r0; r < r1; ++r) {
     const int8_t* wq = reinterpret_cast<const int8_t*>(w.quants(r));
@@ -57,7 +59,8 @@ void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, flo
       float s = 0;
       for (int b = 0; b < nb; ++b) {
         int dot = 0;
-        for (int j = 0; j < kQuantBlock; ++j) dot += wq[b * kQuantBlock + j] * aq[b * kQuantBlock + j];
+        for (int j = 0; j < kQuantBlock; ++j)
+          dot += wq[b * kQuantBlock + j] * aq[b * kQuantBlock + j];
         s += F16ToF32(wd[b]) * as[b] * static_cast<float>(dot);
       }
       y[i * ldy + r] = s;
@@ -65,7 +68,8 @@ void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, flo
   }
 }
 
-void MatMulQ4(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y, int64_t ldy) {
+void MatMulQ4(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
+              int64_t ldy) {
   const int nb = w.blocks();
   for (int r = r0; r < r1; ++r) {
     const uint8_t* wq = w.quants(r);
@@ -80,7 +84,8 @@ void MatMulQ4(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, flo
         const uint8_t* chunk = wq + (b / 2) * 32;
         const int shift = (b % 2) * 4;
         int dot = 0;
-        for (int j = 0; j < kQuantBlock; ++j) dot += ((chunk[j] >> shift) & 15) * aq[b * kQuantBlock + j];
+        for (int j = 0; j < kQuantBlock; ++j)
+          dot += ((chunk[j] >> shift) & 15) * aq[b * kQuantBlock + j];
         const float d = F16ToF32(wd[b]);
         s += d * as[b] * static_cast<float>(dot) + d * ac[b];
       }
@@ -89,11 +94,13 @@ void MatMulQ4(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, flo
   }
 }
 
-void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y, int64_t ldy) {
+void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
+                int64_t ldy) {
   const uint16_t* wd = static_cast<const uint16_t*>(w.data);
   for (int r = r0; r < r1; ++r)
     for (int i = 0; i < n; ++i)
-      y[i * ldy + r] = DotBf16F32(wd + static_cast<int64_t>(r) * w.cols, x + static_cast<int64_t>(i) * w.cols, w.cols);
+      y[i * ldy + r] = DotBf16F32(wd + static_cast<int64_t>(r) * w.cols,
+                                  x + static_cast<int64_t>(i) * w.cols, w.cols);
 }
 
 // Round to nearest even without a libm call (nearbyintf is one on baseline x86-64): exact for
@@ -113,7 +120,8 @@ void QuantizeRowQ8W(const float* x, int cols, int8_t* q, uint16_t* scales) {
     const float d = F16ToF32(scales[b]);
     const float inv = d > 0 ? 1.0f / d : 0.0f;
     for (int i = 0; i < kQuantBlock; ++i)
-      q[b * kQuantBlock + i] = static_cast<int8_t>(std::clamp(RoundEven(xb[i] * inv), -127.0f, 127.0f));
+      q[b * kQuantBlock + i] =
+          static_cast<int8_t>(std::clamp(RoundEven(xb[i] * inv), -127.0f, 127.0f));
   }
 }
 
@@ -166,11 +174,16 @@ void QuantizeRowQ4W(const float* x, int cols, uint8_t* q, uint16_t* scales) {
   }
 }
 
+void GeluTanhMulRow(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) gate[i] = GeluTanh(gate[i]) * up[i];
+}
+
 }  // namespace
 
 const CpuKernels& GenericKernels() {
-  static const CpuKernels k{"generic", DotF32,   DotBf16F32, Bf16ToF32Row, AxpyF32,
-                            QuantizeRowQ8, QuantizeRowQ8W, QuantizeRowQ4W, MatMulQ8, MatMulQ4, MatMulBf16};
+  static const CpuKernels k{"generic", DotF32,        DotBf16F32,     Bf16ToF32Row,
+                            AxpyF32,   QuantizeRowQ8, QuantizeRowQ8W, QuantizeRowQ4W,
+                            MatMulQ8,  MatMulQ4,      MatMulBf16,     GeluTanhMulRow};
   return k;
 }
 

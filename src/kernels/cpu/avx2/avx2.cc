@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/half.h"
+#include "kernels/cpu/tiling.h"
 #include "kernels/cpu_kernels.h"
 
 namespace g4 {
@@ -32,7 +33,8 @@ float DotF32(const float* a, const float* b, int n) {
     s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
     s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
   }
-  for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  for (; i + 8 <= n; i += 8)
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
   float s = HorizontalSum(_mm256_add_ps(s0, s1));
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
@@ -110,8 +112,12 @@ inline float HorizontalMin(__m256 v) {
   m = _mm_min_ps(m, _mm_movehl_ps(m, m));
   return _mm_cvtss_f32(_mm_min_ss(m, _mm_movehdup_ps(m)));
 }
-inline __m256 Round(__m256 v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-inline uint16_t ToF16(float f) { return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT)); }
+inline __m256 Round(__m256 v) {
+  return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+inline uint16_t ToF16(float f) {
+  return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+}
 
 // 32 int32 lanes (4 vectors, in order) -> 32 int8 in order.
 inline __m256i PackBytes(const __m256i* iv) {
@@ -134,7 +140,8 @@ void QuantizeRowQ8W(const float* x, int cols, int8_t* q, uint16_t* scales) {
     const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
     __m256i iv[4];
     for (int k = 0; k < 4; ++k)
-      iv[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(Round(_mm256_mul_ps(v[k], inv)), lo), hi));
+      iv[k] =
+          _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(Round(_mm256_mul_ps(v[k], inv)), lo), hi));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQuantBlock), PackBytes(iv));
   }
 }
@@ -177,8 +184,8 @@ inline __m256i QuantizeBlockQ4(const float* x, float* d_out) {
   const __m256 vinv = _mm256_set1_ps(best_inv), eight = _mm256_set1_ps(8.0f);
   __m256i iv[4];
   for (int k = 0; k < 4; ++k)
-    iv[k] = _mm256_cvtps_epi32(
-        _mm256_add_ps(_mm256_min_ps(_mm256_max_ps(Round(_mm256_mul_ps(v[k], vinv)), lo), hi), eight));
+    iv[k] = _mm256_cvtps_epi32(_mm256_add_ps(
+        _mm256_min_ps(_mm256_max_ps(Round(_mm256_mul_ps(v[k], vinv)), lo), hi), eight));
   return PackBytes(iv);
 }
 
@@ -190,7 +197,8 @@ void QuantizeRowQ4W(const float* x, int cols, uint8_t* q, uint16_t* scales) {
     scales[b] = ToF16(d0);
     scales[b + 1] = ToF16(d1);
     // Bytes are <= 15, so a 16-bit shift cannot carry into the neighbour byte.
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b / 2 * 32), _mm256_or_si256(q0, _mm256_slli_epi16(q1, 4)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b / 2 * 32),
+                        _mm256_or_si256(q0, _mm256_slli_epi16(q1, 4)));
   }
 }
 
@@ -211,7 +219,8 @@ inline __m256 LoadF32x8(const float* p, int m) {
 // R rows of W times C rows of x. Per block: int8 dot products (|w| * sign(x, w) through
 // maddubs, then pairs to int32 through madd), converted once and scaled by d_w * d_x.
 template <int R, int C>
-inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y, int64_t ldy) {
+inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
+                   int64_t ldy) {
   const int nb = w.blocks();
   const __m256i ones = _mm256_set1_epi16(1);
   const int8_t* wq[R];
@@ -235,6 +244,7 @@ inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
     __m256 sx[C];
     for (int c = 0; c < C; ++c) sx[c] = LoadF32x8(as[c] + g, m);
     for (int a = 0; a < R; ++a) {
+      if (C == 1) PrefetchAhead(wd[a] + g);
       const __m256 d = LoadF16x8(wd[a] + g, m);
       for (int c = 0; c < C; ++c) _mm256_store_ps(sc[a][c], _mm256_mul_ps(d, sx[c]));
     }
@@ -242,14 +252,17 @@ inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
       const int off = (g + j) * kQuantBlock;
       __m256i wv[R], wa[R];
       for (int a = 0; a < R; ++a) {
+        if (C == 1) PrefetchAhead(wq[a] + off);
         wv[a] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq[a] + off));
         wa[a] = _mm256_abs_epi8(wv[a]);
       }
       for (int c = 0; c < C; ++c) {
         const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq[c] + off));
         for (int a = 0; a < R; ++a) {
-          const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(wa[a], _mm256_sign_epi8(av, wv[a])), ones);
-          acc[a][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&sc[a][c][j]), acc[a][c]);
+          const __m256i p =
+              _mm256_madd_epi16(_mm256_maddubs_epi16(wa[a], _mm256_sign_epi8(av, wv[a])), ones);
+          acc[a][c] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&sc[a][c][j]), acc[a][c]);
         }
       }
     }
@@ -261,7 +274,8 @@ inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
 // q4: unsigned nibbles (q in [0, 15]) go straight into maddubs (15 * 127 * 2 cannot saturate);
 // the -8 offset is the precomputed activation term corr, added per 8 blocks as d_w * corr.
 template <int R, int C>
-inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y, int64_t ldy) {
+inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
+                   int64_t ldy) {
   const int nb = w.blocks();
   const __m256i ones = _mm256_set1_epi16(1);
   const __m256i low = _mm256_set1_epi8(0x0f);
@@ -288,6 +302,7 @@ inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
     __m256 sx[C];
     for (int c = 0; c < C; ++c) sx[c] = LoadF32x8(as[c] + g, m);
     for (int a = 0; a < R; ++a) {
+      if (C == 1) PrefetchAhead(wd[a] + g);
       const __m256 d = LoadF16x8(wd[a] + g, m);
       for (int c = 0; c < C; ++c) {
         _mm256_store_ps(sc[a][c], _mm256_mul_ps(d, sx[c]));
@@ -299,6 +314,7 @@ inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
       const int chunk = (g + j) / 2 * 32;
       __m256i lo[R], hi[R];
       for (int a = 0; a < R; ++a) {
+        if (C == 1) PrefetchAhead(wq[a] + chunk);
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wq[a] + chunk));
         lo[a] = _mm256_and_si256(v, low);
         hi[a] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
@@ -310,8 +326,10 @@ inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
         for (int a = 0; a < R; ++a) {
           const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[a], a0), ones);
           const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[a], a1), ones);
-          acc[a][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_broadcast_ss(&sc[a][c][j]), acc[a][c]);
-          acc[a][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_broadcast_ss(&sc[a][c][j + 1]), acc[a][c]);
+          acc[a][c] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_broadcast_ss(&sc[a][c][j]), acc[a][c]);
+          acc[a][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_broadcast_ss(&sc[a][c][j + 1]),
+                                      acc[a][c]);
         }
       }
     }
@@ -326,7 +344,8 @@ inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float*
   const int cols = w.cols;
   const uint16_t* wp[R];
   const float* xp[C];
-  for (int a = 0; a < R; ++a) wp[a] = static_cast<const uint16_t*>(w.data) + static_cast<int64_t>(r + a) * cols;
+  for (int a = 0; a < R; ++a)
+    wp[a] = static_cast<const uint16_t*>(w.data) + static_cast<int64_t>(r + a) * cols;
   for (int c = 0; c < C; ++c) xp[c] = x + static_cast<int64_t>(i + c) * cols;
   __m256 acc[R][C];
   for (int a = 0; a < R; ++a)
@@ -334,7 +353,10 @@ inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float*
   int k = 0;
   for (; k + 8 <= cols; k += 8) {
     __m256 wv[R];
-    for (int a = 0; a < R; ++a) wv[a] = LoadBf16(wp[a] + k);
+    for (int a = 0; a < R; ++a) {
+      if (C == 1 && k % 32 == 0) PrefetchAhead(wp[a] + k);  // once per 64-byte line
+      wv[a] = LoadBf16(wp[a] + k);
+    }
     for (int c = 0; c < C; ++c) {
       const __m256 xv = _mm256_loadu_ps(xp[c] + k);
       for (int a = 0; a < R; ++a) acc[a][c] = _mm256_fmadd_ps(wv[a], xv, acc[a][c]);
@@ -348,57 +370,90 @@ inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float*
     }
 }
 
-// Walks [r0, r1) x [0, n) in R x C tiles (smaller tiles at the edges). x rows outer, W rows
-// inner: a task's W rows (a few tens of KiB) stay in L1/L2 while the x tiles pass over them.
-template <int R, int C, typename Tile>
-inline void Walk(int r0, int r1, int n, Tile&& tile) {
-  int i = 0;
-  for (; i + C <= n; i += C) {
-    int r = r0;
-    for (; r + R <= r1; r += R) tile.template operator()<R, C>(r, i);
-    for (; r < r1; ++r) tile.template operator()<1, C>(r, i);
-  }
-  for (; i < n; ++i) {
-    int r = r0;
-    for (; r + R <= r1; r += R) tile.template operator()<R, 1>(r, i);
-    for (; r < r1; ++r) tile.template operator()<1, 1>(r, i);
-  }
-}
-
-void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y, int64_t ldy) {
+void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
+              int64_t ldy) {
   auto tile = [&]<int R, int C>(int r, int i) { TileQ8<R, C>(w, r, x, i, y, ldy); };
   // Measured (bench/kernels_bench.cc, 6144x1536, 64 rows): 2x2, 2x3, 3x2 and 4x2 within noise.
   if (x.n == 1) {
-    Walk<4, 1>(r0, r1, x.n, tile);
+    WalkTiles<4, 1>(r0, r1, x.n, tile);
   } else {
-    Walk<2, 2>(r0, r1, x.n, tile);
+    WalkTiles<2, 2>(r0, r1, x.n, tile);
   }
 }
 
-void MatMulQ4(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y, int64_t ldy) {
+void MatMulQ4(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
+              int64_t ldy) {
   auto tile = [&]<int R, int C>(int r, int i) { TileQ4<R, C>(w, r, x, i, y, ldy); };
   // 4x2 measured ~5-10% faster than 2x2 (nibble unpacking amortised over two x rows).
   if (x.n == 1) {
-    Walk<4, 1>(r0, r1, x.n, tile);
+    WalkTiles<4, 1>(r0, r1, x.n, tile);
   } else {
-    Walk<4, 2>(r0, r1, x.n, tile);
+    WalkTiles<4, 2>(r0, r1, x.n, tile);
   }
 }
 
-void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y, int64_t ldy) {
+void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
+                int64_t ldy) {
   auto tile = [&]<int R, int C>(int r, int i) { TileBf16<R, C>(w, r, x, i, y, ldy); };
   if (n == 1) {
-    Walk<4, 1>(r0, r1, n, tile);
+    WalkTiles<4, 1>(r0, r1, n, tile);
   } else {
-    Walk<4, 2>(r0, r1, n, tile);
+    WalkTiles<4, 2>(r0, r1, n, tile);
+  }
+}
+
+// e^y for y <= 0 (inputs below -87 give 0): 2^n * p(r), y = n ln2 + r with ln2 split in two
+// so r is exact to float precision, and a degree-6 polynomial for e^r on [-ln2/2, ln2/2].
+inline __m256 ExpNonPositive(__m256 y) {
+  y = _mm256_max_ps(y, _mm256_set1_ps(-87.0f));
+  const __m256 n = Round(_mm256_mul_ps(y, _mm256_set1_ps(1.44269504088896341f)));
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), y);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+// tanh(u) = sign(u) (1 - t) / (1 + t), t = e^(-2|u|). Near 0 the subtraction leaves an absolute
+// error of ~1e-7, which 0.5 x (1 + tanh) does not notice.
+inline __m256 Tanh(__m256 u) {
+  const __m256 sign = _mm256_and_ps(u, _mm256_castsi256_ps(_mm256_set1_epi32(INT32_MIN)));
+  const __m256 t = ExpNonPositive(_mm256_mul_ps(_mm256_set1_ps(-2.0f), _mm256_andnot_ps(sign, u)));
+  const __m256 one = _mm256_set1_ps(1.0f);
+  return _mm256_or_ps(sign, _mm256_div_ps(_mm256_sub_ps(one, t), _mm256_add_ps(one, t)));
+}
+
+void GeluTanhMulRow(float* gate, const float* up, int64_t n) {
+  const __m256 alpha = _mm256_set1_ps(0.7978845608028654f), beta = _mm256_set1_ps(0.044715f);
+  const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(gate + i);
+    const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+    const __m256 th = Tanh(_mm256_mul_ps(alpha, _mm256_fmadd_ps(beta, x3, x)));
+    const __m256 g = _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, th));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(g, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) {
+    const float x = gate[i];
+    gate[i] =
+        0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x))) * up[i];
   }
 }
 
 }  // namespace
 
 const CpuKernels* Avx2Kernels() {
-  static const CpuKernels k{"avx2",         DotF32,         DotBf16F32, Bf16ToF32Row, AxpyF32,   QuantizeRowQ8,
-                            QuantizeRowQ8W, QuantizeRowQ4W, MatMulQ8,   MatMulQ4,     MatMulBf16};
+  static const CpuKernels k{"avx2",   DotF32,        DotBf16F32,     Bf16ToF32Row,
+                            AxpyF32,  QuantizeRowQ8, QuantizeRowQ8W, QuantizeRowQ4W,
+                            MatMulQ8, MatMulQ4,      MatMulBf16,     GeluTanhMulRow};
   return &k;
 }
 

@@ -1,0 +1,238 @@
+// AVX-512 (F, BW, VL) + VNNI versions of the q8/q4 matrix products; the rest of the table is the
+// AVX2 one. vpdpbusd does 64 u8 x s8 products with their 4-way sums in one instruction, where
+// AVX2 needs maddubs + madd on half as many. Compiled with the matching -m flags and only called
+// after a CPUID check (kernels/dispatch.cc).
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/cpu/tiling.h"
+#include "kernels/cpu_kernels.h"
+
+namespace g4 {
+namespace {
+
+inline __mmask16 FirstLanes(int m) {
+  return m >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << m) - 1);
+}
+
+// A 512-bit register of activation bytes: block `b0` in the low half, block `b1` in the high.
+inline __m512i ActivationPair(const int8_t* q, int b0, int b1) {
+  const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + b0 * kQuantBlock));
+  const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + b1 * kQuantBlock));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// The products are summed per block as int32 (8 lanes per 32-byte block), then scaled by
+// d_w * d_x of their block. Scales are computed 16 blocks at a time into `sc` and picked per lane
+// with a permute: lanes 0-7 take block `first`, lanes 8-15 block `first + second_offset`.
+//
+// q4 (layout in weight_matrix.h): 64 bytes of a row are blocks b (low nibbles, bytes 0-31),
+// b+2 (low, 32-63), b+1 and b+3 (high nibbles). Unsigned nibbles go straight into vpdpbusd; the
+// -8 offset is the activation term corr, added per 16 blocks as d_w * corr.
+template <int R, int C>
+inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
+                   int64_t ldy) {
+  const int nb = w.blocks();
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0f);
+  const __m512i pair_lanes = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+  const __m512i one = _mm512_set1_epi32(1);
+  const uint8_t* wq[R];
+  const uint16_t* wd[R];
+  const int8_t* aq[C];
+  const float* as[C];
+  const float* ac[C];
+  for (int a = 0; a < R; ++a) {
+    wq[a] = w.quants(r + a);
+    wd[a] = w.scales(r + a);
+  }
+  for (int c = 0; c < C; ++c) {
+    aq[c] = x.q + static_cast<int64_t>(i + c) * x.cols;
+    as[c] = x.scale + static_cast<int64_t>(i + c) * nb;
+    ac[c] = x.corr + static_cast<int64_t>(i + c) * nb;
+  }
+  __m512 acc[R][C];
+  for (int a = 0; a < R; ++a)
+    for (int c = 0; c < C; ++c) acc[a][c] = _mm512_setzero_ps();
+  alignas(64) float sc[R][C][16];
+  for (int g = 0; g < nb; g += 16) {
+    const int m = std::min(16, nb - g);  // even: cols % 64 == 0
+    const __mmask16 k = FirstLanes(m);
+    __m512 dx[C], cx[C];
+    for (int c = 0; c < C; ++c) {
+      dx[c] = _mm512_maskz_loadu_ps(k, as[c] + g);
+      cx[c] = _mm512_maskz_loadu_ps(k, ac[c] + g);
+    }
+    for (int a = 0; a < R; ++a) {
+      if (C == 1) PrefetchAhead(wd[a] + g);
+      const __m512 dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, wd[a] + g));
+      for (int c = 0; c < C; ++c) {
+        _mm512_store_ps(sc[a][c], _mm512_mul_ps(dw, dx[c]));
+        acc[a][c] = _mm512_fmadd_ps(dw, cx[c], acc[a][c]);
+      }
+    }
+    int j = 0;
+    for (; j + 4 <= m; j += 4) {
+      const __m512i idx_lo = _mm512_add_epi32(pair_lanes, _mm512_set1_epi32(j));
+      const __m512i idx_hi = _mm512_add_epi32(idx_lo, one);
+      __m512i lo[R], hi[R];
+      for (int a = 0; a < R; ++a) {
+        if (C == 1) PrefetchAhead(wq[a] + (g + j) * (kQuantBlock / 2));
+        const __m512i v = _mm512_loadu_si512(wq[a] + (g + j) * (kQuantBlock / 2));
+        lo[a] = _mm512_and_si512(v, low_nibbles);
+        hi[a] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
+      }
+      for (int c = 0; c < C; ++c) {
+        const __m512i x_lo = ActivationPair(aq[c], g + j, g + j + 2);
+        const __m512i x_hi = ActivationPair(aq[c], g + j + 1, g + j + 3);
+        for (int a = 0; a < R; ++a) {
+          const __m512i p_lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[a], x_lo);
+          const __m512i p_hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[a], x_hi);
+          const __m512 s = _mm512_load_ps(sc[a][c]);
+          acc[a][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p_lo), _mm512_permutexvar_ps(idx_lo, s),
+                                      acc[a][c]);
+          acc[a][c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p_hi), _mm512_permutexvar_ps(idx_hi, s),
+                                      acc[a][c]);
+        }
+      }
+    }
+    if (j < m) {  // two blocks left: one 32-byte chunk, blocks j (low nibbles) and j+1 (high)
+      const __m256i low16 = _mm256_set1_epi8(0x0f);
+      const __m512i idx = _mm512_setr_epi32(j, j, j, j, j, j, j, j, j + 1, j + 1, j + 1, j + 1,
+                                            j + 1, j + 1, j + 1, j + 1);
+      for (int a = 0; a < R; ++a) {
+        const __m256i v = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(wq[a] + (g + j) * (kQuantBlock / 2)));
+        const __m512i nib = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(v, low16)),
+                                               _mm256_and_si256(_mm256_srli_epi16(v, 4), low16), 1);
+        for (int c = 0; c < C; ++c) {
+          const __m512i xv = ActivationPair(aq[c], g + j, g + j + 1);
+          const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib, xv);
+          acc[a][c] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
+                              _mm512_permutexvar_ps(idx, _mm512_load_ps(sc[a][c])), acc[a][c]);
+        }
+      }
+    }
+  }
+  for (int a = 0; a < R; ++a)
+    for (int c = 0; c < C; ++c) y[(i + c) * ldy + r + a] = _mm512_reduce_add_ps(acc[a][c]);
+}
+
+// q8: int8 weights made unsigned (w + 128, an XOR of the sign bit) for vpdpbusd; the +128
+// costs 128 * sum(x) per block, which is 16 * corr (corr = -8 d_x sum(q_x)), added as d_w * 16
+// corr.
+template <int R, int C>
+inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
+                   int64_t ldy) {
+  const int nb = w.blocks();
+  const __m512i sign_bit = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i pair_lanes = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const __m512 sixteen = _mm512_set1_ps(16.0f);
+  const int8_t* wq[R];
+  const uint16_t* wd[R];
+  const int8_t* aq[C];
+  const float* as[C];
+  const float* ac[C];
+  for (int a = 0; a < R; ++a) {
+    wq[a] = reinterpret_cast<const int8_t*>(w.quants(r + a));
+    wd[a] = w.scales(r + a);
+  }
+  for (int c = 0; c < C; ++c) {
+    aq[c] = x.q + static_cast<int64_t>(i + c) * x.cols;
+    as[c] = x.scale + static_cast<int64_t>(i + c) * nb;
+    ac[c] = x.corr + static_cast<int64_t>(i + c) * nb;
+  }
+  __m512 acc[R][C];
+  for (int a = 0; a < R; ++a)
+    for (int c = 0; c < C; ++c) acc[a][c] = _mm512_setzero_ps();
+  alignas(64) float sc[R][C][16];
+  for (int g = 0; g < nb; g += 16) {
+    const int m = std::min(16, nb - g);
+    const __mmask16 k = FirstLanes(m);
+    __m512 dx[C], cx[C];
+    for (int c = 0; c < C; ++c) {
+      dx[c] = _mm512_maskz_loadu_ps(k, as[c] + g);
+      cx[c] = _mm512_mul_ps(sixteen, _mm512_maskz_loadu_ps(k, ac[c] + g));
+    }
+    for (int a = 0; a < R; ++a) {
+      if (C == 1) PrefetchAhead(wd[a] + g);
+      const __m512 dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, wd[a] + g));
+      for (int c = 0; c < C; ++c) {
+        _mm512_store_ps(sc[a][c], _mm512_mul_ps(dw, dx[c]));
+        acc[a][c] = _mm512_fmadd_ps(dw, cx[c], acc[a][c]);
+      }
+    }
+    int j = 0;
+    for (; j + 2 <= m; j += 2) {
+      const __m512i idx = _mm512_add_epi32(pair_lanes, _mm512_set1_epi32(j));
+      __m512i wu[R];
+      for (int a = 0; a < R; ++a) {
+        if (C == 1) PrefetchAhead(wq[a] + (g + j) * kQuantBlock);
+        wu[a] = _mm512_xor_si512(_mm512_loadu_si512(wq[a] + (g + j) * kQuantBlock), sign_bit);
+      }
+      for (int c = 0; c < C; ++c) {
+        const __m512i xv = _mm512_loadu_si512(aq[c] + (g + j) * kQuantBlock);
+        for (int a = 0; a < R; ++a) {
+          const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wu[a], xv);
+          acc[a][c] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
+                              _mm512_permutexvar_ps(idx, _mm512_load_ps(sc[a][c])), acc[a][c]);
+        }
+      }
+    }
+    if (j < m) {  // one block left: the low 8 lanes only
+      const __mmask64 half = 0xffffffffull;
+      const __m512i idx = _mm512_set1_epi32(j);
+      for (int a = 0; a < R; ++a) {
+        const __m512i wu = _mm512_xor_si512(
+            _mm512_maskz_loadu_epi8(half, wq[a] + (g + j) * kQuantBlock), sign_bit);
+        for (int c = 0; c < C; ++c) {
+          const __m512i xv = _mm512_maskz_loadu_epi8(half, aq[c] + (g + j) * kQuantBlock);
+          const __m512i p =
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), wu, xv);  // high lanes: 128 * 0
+          acc[a][c] =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
+                              _mm512_permutexvar_ps(idx, _mm512_load_ps(sc[a][c])), acc[a][c]);
+        }
+      }
+    }
+  }
+  for (int a = 0; a < R; ++a)
+    for (int c = 0; c < C; ++c) y[(i + c) * ldy + r + a] = _mm512_reduce_add_ps(acc[a][c]);
+}
+
+void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
+              int64_t ldy) {
+  auto tile = [&]<int R, int C>(int r, int i) { TileQ8<R, C>(w, r, x, i, y, ldy); };
+  if (x.n == 1) {
+    WalkTiles<4, 1>(r0, r1, x.n, tile);
+  } else {
+    WalkTiles<4, 3>(r0, r1, x.n, tile);
+  }
+}
+
+void MatMulQ4(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
+              int64_t ldy) {
+  auto tile = [&]<int R, int C>(int r, int i) { TileQ4<R, C>(w, r, x, i, y, ldy); };
+  if (x.n == 1) {
+    WalkTiles<4, 1>(r0, r1, x.n, tile);
+  } else {
+    WalkTiles<4, 3>(r0, r1, x.n, tile);
+  }
+}
+
+}  // namespace
+
+const CpuKernels* Avx512Kernels() {
+  static const CpuKernels k = [] {
+    CpuKernels t = *Avx2Kernels();
+    t.name = "avx512";
+    t.matmul_q8 = MatMulQ8;
+    t.matmul_q4 = MatMulQ4;
+    return t;
+  }();
+  return &k;
+}
+
+}  // namespace g4
