@@ -17,7 +17,7 @@ namespace g4 {
 
 struct LayerWeights {
   std::vector<float> input_norm, post_attention_norm, pre_feedforward_norm, post_feedforward_norm;
-  std::vector<float> q_norm, k_norm;  // k_norm only on KV-owner layers
+  std::vector<float> q_norm, k_norm;            // k_norm only on KV-owner layers
   WeightMatrix q_proj, k_proj, v_proj, o_proj;  // k/v only on owners; v empty when k_eq_v
   WeightMatrix gate_proj, up_proj, down_proj;
   WeightMatrix ple_gate, ple_projection;  // per_layer_input_gate [P,H], per_layer_projection [H,P]
@@ -26,8 +26,8 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  WeightMatrix embed;       // embed_tokens [vocab, H]; also the tied LM head. Under tensor
-                            // parallelism only the plan's LM-head rows [lm_head_begin, end).
+  WeightMatrix embed;  // embed_tokens [vocab, H]; also the tied LM head. Under tensor
+                       // parallelism only the plan's LM-head rows [lm_head_begin, end).
   // Input lookups when `embed` is not the whole table: the checkpoint's [vocab, H] table stays
   // mapped and one row is read per token (like the PLE table). Null when embed is whole.
   const uint8_t* embed_table = nullptr;
@@ -36,29 +36,32 @@ struct ModelWeights {
   // quantized and dequantized again (blocks lie within a row), so every rank, and any rank
   // count, feeds the model the same input as one rank dequantizing its quantized embedding.
   WeightType embed_table_type = WeightType::kBF16;
-  float embed_scale = 1;    // sqrt(H) rounded to the checkpoint dtype, as HF does (spec §3.1)
+  float embed_scale = 1;  // sqrt(H) rounded to the checkpoint dtype, as HF does (spec §3.1)
   std::vector<float> final_norm;
   // Per-layer embeddings (E2B/E4B): the table stays mapped.
   const uint8_t* ple_table = nullptr;  // [vocab, L*P] in ple_dtype
   DType ple_dtype = DType::kBF16;
-  float ple_scale = 1;                 // sqrt(P) rounded to the checkpoint dtype
-  WeightMatrix ple_model_projection;   // per_layer_model_projection [L*P, H]
+  float ple_scale = 1;                     // sqrt(P) rounded to the checkpoint dtype
+  WeightMatrix ple_model_projection;       // per_layer_model_projection [L*P, H]
   std::vector<float> ple_projection_norm;  // per_layer_projection_norm [P]
   std::vector<LayerWeights> layers;
 
-  std::string tensor_prefix;  // "model.language_model." or "model."
-  int64_t resident_bytes = 0; // bytes copied into engine memory
+  std::string tensor_prefix;             // "model.language_model." or "model."
+  int64_t resident_bytes = 0;            // bytes copied into engine memory
   WeightType quant = WeightType::kBF16;  // the requested format (LoadOptions::quant)
-  int64_t mapped_bytes = 0;   // bytes left mapped (PLE table)
+  int64_t mapped_bytes = 0;              // bytes left mapped (PLE table)
 
   // Keeps the mapped files (PLE table) and the owned buffers alive.
   std::unique_ptr<TensorStore> store;
-  // 64-byte aligned (SIMD tiles): freed with the matching aligned delete[] (ASan reports a
-  // new-delete-type-mismatch otherwise, and it is undefined behaviour).
+  // 64-byte aligned (SIMD tiles), 2 MiB for large buffers (transparent huge pages): freed with
+  // the matching aligned delete[] (ASan reports a new-delete-type-mismatch otherwise, and it is
+  // undefined behaviour).
   struct AlignedDelete {
-    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(kBufferAlign)); }
+    size_t align = kBufferAlign;
+    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(align)); }
   };
   static constexpr size_t kBufferAlign = 64;
+  static constexpr size_t kHugePage = size_t{2} << 20;
   std::vector<std::unique_ptr<uint8_t[], AlignedDelete>> buffers;
   // A packed artifact (model/packed_model.h) the matrices point into; null for a checkpoint.
   std::shared_ptr<const void> artifact;
@@ -90,10 +93,10 @@ Result<std::unique_ptr<ModelWeights>> LoadRankWeights(const ModelPlan& full, con
 
 // Parameter counts for `g4 inspect` (spec §7), derived from the plan.
 struct ParameterCounts {
-  int64_t total = 0;         // every text tensor stored (incl. unused K/V of shared layers)
+  int64_t total = 0;  // every text tensor stored (incl. unused K/V of shared layers)
   int64_t ple_table = 0;
   int64_t embedding = 0;
-  int64_t effective = 0;     // total minus the PLE table
+  int64_t effective = 0;       // total minus the PLE table
   int64_t per_token_read = 0;  // weights touched per decoded token
 };
 ParameterCounts CountParameters(const ModelPlan& plan);

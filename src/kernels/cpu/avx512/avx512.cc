@@ -208,7 +208,7 @@ void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, flo
   if (x.n == 1) {
     WalkTiles<4, 1>(r0, r1, x.n, tile);
   } else {
-    WalkTiles<4, 3>(r0, r1, x.n, tile);
+    WalkTiles<4, 4>(r0, r1, x.n, tile);
   }
 }
 
@@ -218,7 +218,7 @@ void MatMulQ4(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, flo
   if (x.n == 1) {
     WalkTiles<4, 1>(r0, r1, x.n, tile);
   } else {
-    WalkTiles<4, 3>(r0, r1, x.n, tile);
+    WalkTiles<4, 4>(r0, r1, x.n, tile);
   }
 }
 
