@@ -32,6 +32,9 @@ Fixture MakeMatrix(WeightType type, int rows, int cols) {
   ThreadPool pool(0);
   QuantizeMatrix(src.data(), SourceType::kF32, rows, cols, type, f.bytes.data(), &pool);
   f.w = WeightMatrix{type, rows, cols, f.bytes.data(), f.bytes.size()};
+  // The layout the model would hand these kernels (ToKernelLayout).
+  if (ActiveKernels().LayoutFor(type) == WeightLayout::kRowGroups16 && CanUseRowGroups(f.w))
+    ToRowGroups(&f.w, f.bytes.data(), &pool);
   return f;
 }
 

@@ -50,6 +50,29 @@ struct CpuKernels {
                       int64_t ldy);
   // gate[i] = gelu_pytorch_tanh(gate[i]) * up[i]. SIMD tanh is exp-based: within ~1e-7 of tanhf.
   void (*gelu_tanh_mul)(float* gate, const float* up, int64_t n);
+  // x[i] = exp(x[i] - shift) for i < n, with x[i] <= shift (softmax over attention scores, shift
+  // = their max); returns the sum. SIMD exp: within ~2e-7 relative of exp.
+  double (*exp_sum)(float* x, int n, float shift);
+  // Attention over one KV head's keys/values (rows `k_stride` / `v_stride` floats apart) for the
+  // nq query heads that share it. Scores: s[c * s_stride + j] = q_c . k_j (q_c = q + c * q_stride)
+  // for j < len. Values: o_c[d] += sum_j p[c * p_stride + j] * v_j[d] (o_c = o + c * o_stride).
+  // Register-tiled over several keys and heads at once: each K/V row is loaded once per group of
+  // heads, and the outputs stay in registers across the keys.
+  void (*attn_scores)(const float* q, int nq, int64_t q_stride, const float* k, int64_t k_stride,
+                      int len, int hd, float* s, int64_t s_stride);
+  void (*attn_values)(const float* p, int64_t p_stride, int nq, const float* v, int64_t v_stride,
+                      int len, int hd, float* o, int64_t o_stride);
+  // The layouts matmul_q8 / matmul_q4 are fastest on; the model reorders its q8/q4 matrices
+  // into them at load (kernels/quantize.h ToRowGroups). Every table also takes kRows;
+  // kRowGroups16 only the tables that name it here, and then r0/r1 are multiples of 16.
+  WeightLayout q8_layout;
+  WeightLayout q4_layout;
+
+  WeightLayout LayoutFor(WeightType type) const {
+    return type == WeightType::kQ8   ? q8_layout
+           : type == WeightType::kQ4 ? q4_layout
+                                     : WeightLayout::kRows;
+  }
 };
 
 const CpuKernels& GenericKernels();

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/half.h"
@@ -68,6 +69,79 @@ TEST(Kernels, SimdGeluMatchesDoubleGelu) {
         // ~1e-7 absolute in tanh, scaled by |x|; relative 1e-6 for the large outputs.
         EXPECT_NEAR(g[i], want, 1e-6 * std::max(1.0, std::fabs(want)) + 2e-7 * std::fabs(xd))
             << k->name << " x=" << x[i];
+      }
+    }
+  }
+}
+
+// Softmax numerators: exp(x - max) and their sum, every table against double exp, including
+// scores far below the max (underflow to 0) and lengths that leave a tail.
+TEST(Kernels, ExpSumMatchesDoubleExp) {
+  std::vector<float> x;
+  for (float v = -120.0f; v <= 0.0f; v += 0.0731f) x.push_back(v + 3.5f);
+  x.push_back(3.5f);  // the max itself: exp(0) = 1
+  std::vector<const CpuKernels*> tables = UsableSimdKernels();
+  tables.push_back(&GenericKernels());
+  for (const CpuKernels* k : tables) {
+    for (size_t n : {x.size(), x.size() - 5, size_t{3}, size_t{0}}) {
+      std::vector<float> e(x.begin(), x.begin() + n);
+      const double sum = k->exp_sum(e.data(), static_cast<int>(n), 3.5f);
+      double want_sum = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const double want = std::exp(static_cast<double>(x[i]) - 3.5);
+        want_sum += want;
+        EXPECT_NEAR(e[i], want, 3e-7 * want + 1e-37) << k->name << " x=" << x[i];
+      }
+      EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum + 1e-30) << k->name << " n=" << n;
+    }
+  }
+}
+
+// Grouped-query attention pieces against double sums, for every table: head counts that leave
+// tile remainders, key counts that are not multiples of 4, head dims the tiles take (16, 256)
+// and ones they hand to the plain loop (24), rows farther apart than hd (a KV head inside a
+// wider cache row), and values accumulated onto what the output already holds.
+TEST(Kernels, AttentionScoresAndValuesMatchDouble) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd;
+  std::vector<const CpuKernels*> tables = UsableSimdKernels();
+  tables.push_back(&GenericKernels());
+  for (int hd : {16, 24, 256}) {
+    for (int nq : {1, 3, 8}) {
+      for (int len : {1, 6, 33}) {
+        const int64_t q_stride = hd + 8, row = 2 * hd + 16, s_stride = len + 3, o_stride = hd + 4;
+        std::vector<float> q(nq * q_stride), kv(len * row), p(nq * s_stride), o0(nq * o_stride);
+        for (std::vector<float>* v : {&q, &kv, &p, &o0})
+          for (float& x : *v) x = nd(rng);
+        const float* keys = kv.data() + hd / 2;  // an offset inside each row
+        for (const CpuKernels* k : tables) {
+          const std::string where = std::string(k->name) + " hd " + std::to_string(hd) + " nq " +
+                                    std::to_string(nq) + " len " + std::to_string(len);
+          std::vector<float> s(nq * s_stride, NAN), o(o0);
+          k->attn_scores(q.data(), nq, q_stride, keys, row, len, hd, s.data(), s_stride);
+          k->attn_values(p.data(), s_stride, nq, keys, row, len, hd, o.data(), o_stride);
+          for (int c = 0; c < nq; ++c) {
+            for (int j = 0; j < len; ++j) {
+              double want = 0, mag = 0;
+              for (int d = 0; d < hd; ++d) {
+                want += static_cast<double>(q[c * q_stride + d]) * keys[j * row + d];
+                mag += std::fabs(static_cast<double>(q[c * q_stride + d]) * keys[j * row + d]);
+              }
+              EXPECT_NEAR(s[c * s_stride + j], want, 1e-6 * mag) << where << " c " << c << " j " << j;
+            }
+            EXPECT_TRUE(std::isnan(s[c * s_stride + len])) << where << ": wrote past len";
+            for (int d = 0; d < hd; ++d) {
+              double want = o0[c * o_stride + d], mag = std::fabs(want);
+              for (int j = 0; j < len; ++j) {
+                want += static_cast<double>(p[c * s_stride + j]) * keys[j * row + d];
+                mag += std::fabs(static_cast<double>(p[c * s_stride + j]) * keys[j * row + d]);
+              }
+              EXPECT_NEAR(o[c * o_stride + d], want, 1e-6 * mag) << where << " c " << c << " d " << d;
+            }
+            for (int d = hd; d < o_stride; ++d)
+              EXPECT_EQ(o[c * o_stride + d], o0[c * o_stride + d]) << where << ": wrote past hd";
+          }
+        }
       }
     }
   }

@@ -29,7 +29,69 @@ void SourceRow(const void* src, SourceType type, int64_t offset, int n, float* d
 }
 
 
+// Row-major q4: element c of a row is in the 32-byte chunk c / 64, low nibble for the first 32.
+inline int RowMajorNibble(const uint8_t* row, int c) {
+  const uint8_t byte = row[c / 64 * 32 + c % 32];
+  return c % 64 < 32 ? byte & 15 : byte >> 4;
+}
+
+// Byte offset, within its group's quants, of column `c` of row `i` of the group, and (q4) the
+// nibble shift (layout in weight_matrix.h).
+inline size_t GroupOffset(WeightType type, int i, int c, int* shift) {
+  const int b = c / kQuantBlock, k = c % kQuantBlock, step = k / 4, j = k % 4;
+  if (type == WeightType::kQ8) {
+    *shift = 0;
+    return static_cast<size_t>(b) * 512 + step * 64 + 4 * i + j;
+  }
+  *shift = step < 4 ? 0 : 4;
+  return static_cast<size_t>(b) * 256 + (step % 4) * 64 + 4 * i + j;
+}
+
 }  // namespace
+
+bool CanUseRowGroups(const WeightMatrix& w) {
+  return (w.type == WeightType::kQ8 || w.type == WeightType::kQ4) &&
+         w.layout == WeightLayout::kRows && w.rows > 0 && w.rows % kRowGroup == 0;
+}
+
+void ToRowGroups(WeightMatrix* w, uint8_t* out, ThreadPool* pool) {
+  const WeightType type = w->type;
+  const int nb = w->blocks();
+  const size_t group_quants = w->quant_row_bytes() * kRowGroup;
+  const size_t group_scales = static_cast<size_t>(nb) * kRowGroup;  // fp16 values
+  const size_t quant_bytes = w->quant_row_bytes() * w->rows;
+  const uint8_t* src_q = static_cast<const uint8_t*>(w->data);
+  const uint16_t* src_s = reinterpret_cast<const uint16_t*>(src_q + quant_bytes);
+  uint16_t* dst_s = reinterpret_cast<uint16_t*>(out + quant_bytes);
+  const int groups = w->rows / kRowGroup;
+  auto task = [&](int64_t g, int) {
+    // A group keeps its byte range, so `out` may be w->data: copy the group out first.
+    std::vector<uint8_t> q(src_q + g * group_quants, src_q + (g + 1) * group_quants);
+    std::vector<uint16_t> sc(src_s + g * group_scales, src_s + (g + 1) * group_scales);
+    uint8_t* dq = out + g * group_quants;
+    if (type == WeightType::kQ4) std::memset(dq, 0, group_quants);
+    for (int i = 0; i < kRowGroup; ++i) {
+      const uint8_t* row = q.data() + i * w->quant_row_bytes();
+      for (int c = 0; c < w->cols; ++c) {
+        int shift;
+        const size_t at = GroupOffset(type, i, c, &shift);
+        if (type == WeightType::kQ8) {
+          dq[at] = static_cast<uint8_t>(row[c] ^ 0x80);  // int8 q -> unsigned q + 128
+        } else {
+          dq[at] = static_cast<uint8_t>(dq[at] | RowMajorNibble(row, c) << shift);
+        }
+      }
+      for (int b = 0; b < nb; ++b) dst_s[g * group_scales + b * kRowGroup + i] = sc[i * nb + b];
+    }
+  };
+  if (pool) {
+    pool->ParallelFor(groups, task);
+  } else {
+    for (int64_t g = 0; g < groups; ++g) task(g, 0);
+  }
+  w->data = out;
+  w->layout = WeightLayout::kRowGroups16;
+}
 
 void QuantizeMatrix(const void* src, SourceType src_type, int rows, int cols, WeightType type,
                     uint8_t* out, ThreadPool* pool) {
@@ -71,6 +133,19 @@ void QuantizeMatrix(const void* src, SourceType src_type, int rows, int cols, We
 
 void DequantizeRowTo(const WeightMatrix& w, int row, float* out) {
   const int64_t off = static_cast<int64_t>(row) * w.cols;
+  if (w.layout == WeightLayout::kRowGroups16) {
+    const int first = row / kRowGroup * kRowGroup, i = row % kRowGroup;
+    const uint8_t* q = w.quants(first);
+    const uint16_t* s = w.scales(first);
+    for (int c = 0; c < w.cols; ++c) {
+      int shift;
+      const uint8_t byte = q[GroupOffset(w.type, i, c, &shift)];
+      const int v = w.type == WeightType::kQ8 ? static_cast<int>(byte) - 128
+                                              : (byte >> shift & 15) - 8;
+      out[c] = F16ToF32(s[c / kQuantBlock * kRowGroup + i]) * static_cast<float>(v);
+    }
+    return;
+  }
   switch (w.type) {
     case WeightType::kF32:
       std::memcpy(out, static_cast<const float*>(w.data) + off, sizeof(float) * w.cols);

@@ -18,7 +18,13 @@ enum class SourceType { kF32, kBF16, kF16 };
 void QuantizeMatrix(const void* src, SourceType src_type, int rows, int cols, WeightType type,
                     uint8_t* out, ThreadPool* pool);
 
-// Row `row` of a q8/q4/bf16/f32 matrix as floats.
+// Whether `w` can be reordered into 16-row groups (q8/q4, rows a multiple of 16, row-major now).
+bool CanUseRowGroups(const WeightMatrix& w);
+// Writes w's bytes in the row-group layout (weight_matrix.h) to out[w->bytes], which may be
+// w->data itself, and points w at it. Same values, same size.
+void ToRowGroups(WeightMatrix* w, uint8_t* out, ThreadPool* pool);
+
+// Row `row` of a q8/q4/bf16/f32 matrix (either layout) as floats.
 void DequantizeRowTo(const WeightMatrix& w, int row, float* out);
 
 }  // namespace g4

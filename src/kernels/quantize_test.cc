@@ -114,7 +114,8 @@ TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
                                           ? std::vector<int>{64, 320, 576, 1536}
                                           : std::vector<int>{64, 96, 320, 544, 1536};
   for (int cols : col_counts) {
-    for (int rows : {1, 5, 67}) {
+    // 16 and 48: whole 16-row groups, which tables asking for row groups also get reordered.
+    for (int rows : {1, 5, 16, 48, 67}) {
       for (int n : {1, 2, 5, 70}) {
         auto wsrc = Random(static_cast<size_t>(rows) * cols, rows * 7 + cols, 0.05f);
         auto x = Random(static_cast<size_t>(n) * cols, n * 13 + cols);
@@ -141,10 +142,10 @@ TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
         for (float v : wsrc) ww += v * v;
         for (float v : x) xx += v * v;
         const double typical = std::sqrt(ww / rows * xx / n / cols);
-        auto run = [&](const CpuKernels& k) {
+        auto run = [&](const CpuKernels& k, const WeightMatrix& wm, int r0 = 0) {
           std::vector<float> y(static_cast<size_t>(n) * rows, NAN);
           if (type == WeightType::kBF16) {
-            k.matmul_bf16(q.w, 0, rows, x.data(), n, y.data(), rows);
+            k.matmul_bf16(wm, r0, rows, x.data(), n, y.data(), rows);
           } else {
             const int nb = cols / 32;
             std::vector<int8_t> xq(static_cast<size_t>(n) * cols);
@@ -153,24 +154,47 @@ TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
               k.quantize_row_q8(x.data() + i * cols, cols, xq.data() + i * cols, xs.data() + i * nb,
                                 xc.data() + i * nb);
             QuantizedRows qr{n, cols, xq.data(), xs.data(), xc.data()};
-            (type == WeightType::kQ8 ? k.matmul_q8 : k.matmul_q4)(q.w, 0, rows, qr, y.data(), rows);
+            (type == WeightType::kQ8 ? k.matmul_q8 : k.matmul_q4)(wm, r0, rows, qr, y.data(), rows);
           }
           return y;
         };
         const std::string where = std::string(WeightTypeName(type)) + " rows " +
                                   std::to_string(rows) + " cols " + std::to_string(cols) + " n " +
                                   std::to_string(n);
-        const auto y_gen = run(gen);
+        const auto y_gen = run(gen, q.w);
         // 8-bit activations: ~0.4% relative error per product, far less for bf16 (fp32 math).
         const double bound = type == WeightType::kBF16 ? 1e-5 : 1.5e-2;
         EXPECT_LT(RelRms(y_gen, ref, typical), bound) << where;
         std::vector<float> y_ops(static_cast<size_t>(n) * rows);
         MatMul(q.w, x.data(), n, y_ops.data(), pool);
         EXPECT_LT(RelRms(y_ops, ref, typical), bound) << where;
+        std::vector<double> g(y_gen.begin(), y_gen.end());
         for (const CpuKernels* simd : simd_tables) {
-          const auto y_simd = run(*simd);
-          std::vector<double> g(y_gen.begin(), y_gen.end());
+          const auto y_simd = run(*simd, q.w);
           EXPECT_LT(RelRms(y_simd, g, typical), 1e-5) << where << " isa " << simd->name;
+          if (simd->LayoutFor(type) != WeightLayout::kRowGroups16 || !CanUseRowGroups(q.w)) continue;
+          std::vector<uint8_t> grouped_bytes(q.w.bytes);
+          WeightMatrix grouped = q.w;
+          ToRowGroups(&grouped, grouped_bytes.data(), nullptr);
+          const auto y_grouped = run(*simd, grouped);
+          EXPECT_LT(RelRms(y_grouped, g, typical), 1e-5) << where << " row groups " << simd->name;
+          if (rows > kRowGroup) {  // a task's range starting at a later group
+            const auto y_tail = run(*simd, grouped, kRowGroup);
+            for (int i = 0; i < n; ++i)
+              for (int r = 0; r < rows; ++r) {
+                const size_t at = static_cast<size_t>(i) * rows + r;
+                if (r < kRowGroup) {
+                  EXPECT_TRUE(std::isnan(y_tail[at])) << where << " row " << r << " written";
+                } else {
+                  EXPECT_EQ(y_tail[at], y_grouped[at]) << where << " row " << r;
+                }
+              }
+          }
+          if (&ActiveKernels() == simd) {  // the threaded path the model takes
+            std::vector<float> y_pool(static_cast<size_t>(n) * rows);
+            MatMul(grouped, x.data(), n, y_pool.data(), pool);
+            EXPECT_LT(RelRms(y_pool, ref, typical), bound) << where << " row groups, pool";
+          }
         }
       }
     }
@@ -180,6 +204,33 @@ TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
 INSTANTIATE_TEST_SUITE_P(Types, MatMulTest,
                          ::testing::Values(WeightType::kBF16, WeightType::kQ8, WeightType::kQ4),
                          [](const auto& info) { return std::string(WeightTypeName(info.param)); });
+
+// The row-group layout (weight_matrix.h) holds exactly the row-major values, in place or copied;
+// only q8/q4 matrices of whole 16-row groups qualify. (The SIMD products on it are checked
+// against the row-major double product in MatMulTest.)
+TEST(Quantize, RowGroupsHoldTheSameValues) {
+  const int rows = 48, cols = 320 + 64;
+  for (WeightType type : {WeightType::kQ8, WeightType::kQ4}) {
+    Quantized q = Make(Random(static_cast<size_t>(rows) * cols, 17, 0.05f), rows, cols, type);
+    ASSERT_TRUE(CanUseRowGroups(q.w));
+    std::vector<uint8_t> copy(q.w.bytes), in_place(q.bytes);
+    WeightMatrix a = q.w, b = q.w;
+    ToRowGroups(&a, copy.data(), nullptr);
+    ToRowGroups(&b, in_place.data(), nullptr);
+    EXPECT_EQ(a.layout, WeightLayout::kRowGroups16);
+    EXPECT_EQ(copy, in_place);
+    EXPECT_NE(copy, q.bytes) << "the layout did not change";
+    EXPECT_FALSE(CanUseRowGroups(a)) << "already grouped";
+    std::vector<float> want(cols), got(cols);
+    for (int r = 0; r < rows; ++r) {
+      DequantizeRowTo(q.w, r, want.data());
+      DequantizeRowTo(a, r, got.data());
+      ASSERT_EQ(want, got) << WeightTypeName(type) << " row " << r;
+    }
+    Quantized odd = Make(Random(static_cast<size_t>(40) * cols, 5, 0.05f), 40, cols, type);
+    EXPECT_FALSE(CanUseRowGroups(odd.w)) << "40 rows is not whole groups";
+  }
+}
 
 TEST(Quantize, ActivationQuantizationSameOnEveryIsa) {
   if (UsableSimdKernels().empty()) GTEST_SKIP() << "no AVX2";

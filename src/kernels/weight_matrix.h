@@ -10,6 +10,17 @@
 //        its high nibble, so one AND and one shift unpack two whole blocks in an AVX2 register.
 //        scales fp16 [rows][cols/32]. w = d * (q - 8), q in [0, 15].
 // q8 needs cols % 32 == 0 and q4 cols % 64 == 0; other matrices stay in their loaded format.
+//
+// Row groups (WeightLayout::kRowGroups16, for kernels that ask for it; matrices whose rows are a
+// multiple of 16): the same bytes per 16 rows, reordered so that one 64-byte vector holds 4
+// consecutive columns of each of the 16 rows (row i in bytes 4i..4i+3). A dot-product
+// instruction against 4 broadcast activation bytes then sums a whole block per row in one
+// 32-bit lane, with no shuffles and one float conversion per 16 rows x 32 columns.
+//   Group g (rows 16g..16g+15) keeps the byte range of those rows in both parts of the buffer.
+//   kQ8: block b is 512 bytes: step s (columns 32b+4s..+3) at 64s; stored as q + 128 (unsigned).
+//   kQ4: block b is 256 bytes: chunk s < 4 at 64s holds step s in its low nibbles and step s+4
+//        (columns 32b+16+4s..+3) in its high nibbles.
+//   scales: fp16 [group][block][16].
 #pragma once
 
 #include <cstddef>
@@ -30,6 +41,12 @@ const char* WeightTypeName(WeightType type);
 bool ParseWeightType(const std::string& name, WeightType* type);
 
 constexpr int kQuantBlock = 32;
+constexpr int kRowGroup = 16;
+
+enum class WeightLayout {
+  kRows,         // row-major (above): the checkpoint order, what packs store
+  kRowGroups16,  // 16 rows interleaved per 4 columns (above), for the SIMD q8/q4 products
+};
 
 // Whether a [rows, cols] matrix can be stored as `type` (block divisibility).
 bool WeightTypeFits(WeightType type, int cols);
@@ -42,10 +59,12 @@ struct WeightMatrix {
   int cols = 0;
   const void* data = nullptr;  // not owned
   size_t bytes = 0;
+  WeightLayout layout = WeightLayout::kRows;
 
   bool empty() const { return data == nullptr; }
   int blocks() const { return cols / kQuantBlock; }
-  // q8/q4: bytes of quants per row, and the row's quants / scales.
+  // q8/q4: bytes of quants per row, and the row's quants / scales (row groups: those of the
+  // group starting at `row`, a multiple of 16).
   size_t quant_row_bytes() const {
     return type == WeightType::kQ4 ? static_cast<size_t>(cols) / 2 : static_cast<size_t>(cols);
   }

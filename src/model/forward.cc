@@ -78,6 +78,7 @@ Result<std::unique_ptr<Model>> Model::LoadShare(const std::string& dir, const Mo
 void Model::Prepare(const ModelOptions& options) {
   Model* model = this;
   model->pool_ = std::make_unique<ThreadPool>(options.threads);
+  if (options.kernel_layout) ToKernelLayout(model->weights_.get(), model->pool_.get());
   // One cos/sin table per distinct (head_dim, rotated pairs, theta): sliding and full.
   for (const LayerPlan& lp : model->plan_.layers) {
     int found = -1;
@@ -267,23 +268,27 @@ void Model::Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Ac
       scores.resize(static_cast<size_t>(run.count) * len);
     const float* q0 =
         act.q.data() + static_cast<size_t>(r) * qdim + static_cast<size_t>(run.h0) * hd;
-    for (int64_t j = j0; j <= j1; ++j) {
-      const float* kr = cache.K(slot, j) + run.g * hd;
-      // Attention scale is 1.0: the q/k norms carry the scaling (spec §9.6).
-      for (int c = 0; c < run.count; ++c)
-        scores[static_cast<size_t>(c) * len + (j - j0)] = k.dot_f32(q0 + c * hd, kr, hd);
-    }
+    // Stretches of consecutive cache rows (a sliding ring wraps at most once in [j0, j1]).
+    const int64_t stride = cache.RowStride(slot);
+    auto for_stretches = [&](auto&& fn) {
+      for (int64_t a = j0; a <= j1;) {
+        const int64_t b = std::min(j1, a + cache.ContiguousRows(slot, a) - 1);
+        fn(a, static_cast<int>(b - a + 1));
+        a = b + 1;
+      }
+    };
+    // Attention scale is 1.0: the q/k norms carry the scaling (spec §9.6).
+    for_stretches([&](int64_t a, int count) {
+      k.attn_scores(q0, run.count, hd, cache.K(slot, a) + run.g * hd, stride, count, hd,
+                    scores.data() + (a - j0), len);
+    });
     float max_score[kMaxRun], sum[kMaxRun];
     float* outs[kMaxRun];
     for (int c = 0; c < run.count; ++c) {
       float* sc = scores.data() + static_cast<size_t>(c) * len;
       float m = -INFINITY;
       for (int j = 0; j < len; ++j) m = std::max(m, sc[j]);
-      double s = 0;
-      for (int j = 0; j < len; ++j) {
-        sc[j] = len ? std::exp(sc[j] - m) : 0.0f;
-        s += sc[j];
-      }
+      const double s = k.exp_sum(sc, len, m);
       max_score[c] = m;
       sum[c] = static_cast<float>(s);
       outs[c] = splits == 1
@@ -295,11 +300,11 @@ void Model::Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Ac
                           2;
       std::fill(outs[c], outs[c] + hd, 0.0f);
     }
-    for (int64_t j = j0; j <= j1; ++j) {
-      const float* vr = cache.V(slot, j) + run.g * hd;
-      for (int c = 0; c < run.count; ++c)
-        k.axpy_f32(scores[static_cast<size_t>(c) * len + (j - j0)], vr, outs[c], hd);
-    }
+    const int64_t out_stride = splits == 1 ? hd : static_cast<int64_t>(partial_stride);
+    for_stretches([&](int64_t a, int count) {
+      k.attn_values(scores.data() + (a - j0), len, run.count, cache.V(slot, a) + run.g * hd, stride,
+                    count, hd, outs[0], out_stride);
+    });
     for (int c = 0; c < run.count; ++c) {
       if (splits == 1) {
         const float inv = 1.0f / sum[c];

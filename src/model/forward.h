@@ -38,6 +38,9 @@ struct Activations {
 struct ModelOptions {
   int threads = 0;  // 0 = one per hardware thread
   LoadOptions load;
+  // Reorder q8/q4 matrices into the active kernels' layout (ToKernelLayout); off for `g4 pack`,
+  // whose artifacts hold the row-major layout every machine reads.
+  bool kernel_layout = true;
 };
 
 class Model {

@@ -221,6 +221,7 @@ Status PackModel(const std::string& dir, const std::string& out, const PackModel
     ModelOptions model_options;
     model_options.threads = options.threads;
     model_options.load = load;
+    model_options.kernel_layout = false;  // the artifact holds the row-major layout
     G4_ASSIGN_OR_RETURN(model, Model::Load(dir, model_options));
     full = model->plan();
   } else {

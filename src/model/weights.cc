@@ -5,15 +5,26 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "base/half.h"
 #include "base/thread_pool.h"
+#include "kernels/cpu_kernels.h"
 #include "kernels/quantize.h"
 #include "model/arch/gemma4.h"
 
 namespace g4 {
 
 namespace {
+
+// The checkpoint's copy is no longer needed: unmap its pages from this process so peak RSS is
+// the engine's copy, not both (the page cache keeps them; a later touch re-reads them).
+void DropPages(const void* data, size_t bytes) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(data) + bytes;
+  madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
 
 // Rows [row_begin, row_begin + n_rows) and columns [col_begin, col_begin + n_cols) of a
 // [rows, cols] tensor; the whole tensor by default (tensor parallel slices, rank_plan.h).
@@ -97,27 +108,7 @@ class Binder {
   }
 
  private:
-  uint8_t* Allocate(size_t bytes) {
-    // Decode streams every matrix once per token: on 2 MiB pages the TLB no longer misses every
-    // 4 KiB (where THP is "madvise", as on the dev VMs, only an madvise'd range gets them).
-    const size_t align =
-        bytes >= ModelWeights::kHugePage ? ModelWeights::kHugePage : ModelWeights::kBufferAlign;
-    uint8_t* p = new (std::align_val_t(align)) uint8_t[bytes];
-    w_->buffers.emplace_back(p, ModelWeights::AlignedDelete{align});
-    if (align == ModelWeights::kHugePage)
-      madvise(p, bytes, MADV_HUGEPAGE);  // a hint: failure is harmless
-    w_->resident_bytes += static_cast<int64_t>(bytes);
-    return w_->buffers.back().get();
-  }
-
-  // The checkpoint's copy is no longer needed: unmap its pages from this process so peak RSS is
-  // the engine's copy, not both (the page cache keeps them; a later touch re-reads them).
-  static void DropPages(const void* data, size_t bytes) {
-    const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(data) / page * page;
-    const uintptr_t end = reinterpret_cast<uintptr_t>(data) + bytes;
-    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-  }
+  uint8_t* Allocate(size_t bytes) { return w_->Allocate(bytes); }
 
   const TensorStore& store_;
   std::string prefix_;
@@ -133,6 +124,49 @@ float RoundToDType(double v, DType dtype) {
 }
 
 }  // namespace
+
+uint8_t* ModelWeights::Allocate(size_t bytes) {
+  // Decode streams every matrix once per token: on 2 MiB pages the TLB no longer misses every
+  // 4 KiB (where THP is "madvise", as on the dev VMs, only an madvise'd range gets them).
+  const size_t align = bytes >= kHugePage ? kHugePage : kBufferAlign;
+  uint8_t* p = new (std::align_val_t(align)) uint8_t[bytes];
+  buffers.emplace_back(p, AlignedDelete{align});
+  if (align == kHugePage) madvise(p, bytes, MADV_HUGEPAGE);  // a hint: failure is harmless
+  resident_bytes += static_cast<int64_t>(bytes);
+  return buffers.back().get();
+}
+
+std::vector<WeightMatrix*> ModelWeights::Matrices() {
+  std::vector<WeightMatrix*> out = {&embed, &ple_model_projection};
+  for (LayerWeights& l : layers)
+    for (WeightMatrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj,
+                            &l.down_proj, &l.ple_gate, &l.ple_projection})
+      out.push_back(m);
+  return out;
+}
+
+void ToKernelLayout(ModelWeights* w, ThreadPool* pool) {
+  std::map<const void*, WeightMatrix> done;  // a buffer two matrices share is reordered once
+  for (WeightMatrix* m : w->Matrices()) {
+    if (m->empty()) continue;
+    if (auto it = done.find(m->data); it != done.end()) {
+      *m = it->second;
+      continue;
+    }
+    if (!CanUseRowGroups(*m) || ActiveKernels().LayoutFor(m->type) != WeightLayout::kRowGroups16)
+      continue;
+    const void* before = m->data;
+    if (w->artifact) {
+      // Matrices of a packed artifact point into its read-only mapping: reorder into memory
+      // the engine owns, and let the mapped pages go.
+      ToRowGroups(m, w->Allocate(m->bytes), pool);
+      DropPages(before, m->bytes);
+    } else {
+      ToRowGroups(m, static_cast<uint8_t*>(const_cast<void*>(m->data)), pool);
+    }
+    done[before] = *m;
+  }
+}
 
 Result<std::unique_ptr<ModelWeights>> LoadWeights(const ModelPlan& plan, const std::string& dir,
                                                   const LoadOptions& options) {

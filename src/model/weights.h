@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/thread_pool.h"
 #include "io/safetensors.h"
 #include "kernels/weight_matrix.h"
 #include "model/plan.h"
@@ -63,6 +64,10 @@ struct ModelWeights {
   static constexpr size_t kBufferAlign = 64;
   static constexpr size_t kHugePage = size_t{2} << 20;
   std::vector<std::unique_ptr<uint8_t[], AlignedDelete>> buffers;
+  // A new owned buffer (counted in resident_bytes), 2 MiB pages when large.
+  uint8_t* Allocate(size_t bytes);
+  // Every matrix slot (empty ones included).
+  std::vector<WeightMatrix*> Matrices();
   // A packed artifact (model/packed_model.h) the matrices point into; null for a checkpoint.
   std::shared_ptr<const void> artifact;
 };
@@ -90,6 +95,11 @@ Result<std::unique_ptr<ModelWeights>> LoadWeights(const ModelPlan& plan, const s
 Result<std::unique_ptr<ModelWeights>> LoadRankWeights(const ModelPlan& full, const ModelPlan& rank,
                                                       const std::string& dir,
                                                       const LoadOptions& options = {});
+
+// Reorders the q8/q4 matrices into the layout the active kernels read fastest (row groups for
+// AVX-512 VNNI q8/q4 and AVX2 q4; kernels/quantize.h), in place, or into owned memory for a packed artifact's
+// read-only mapping. Nothing to do for kernels that read the row-major layout.
+void ToKernelLayout(ModelWeights* w, ThreadPool* pool);
 
 // Parameter counts for `g4 inspect` (spec §7), derived from the plan.
 struct ParameterCounts {

@@ -35,6 +35,13 @@ class KvCache {
   float* V(int kv_slot, int64_t pos) { return Row(values_, kv_slot, pos); }
   const float* K(int kv_slot, int64_t pos) const { return const_cast<KvCache*>(this)->K(kv_slot, pos); }
   const float* V(int kv_slot, int64_t pos) const { return const_cast<KvCache*>(this)->V(kv_slot, pos); }
+  // Floats from one position's row to the next, and how many positions from `pos` on are stored
+  // consecutively (a sliding ring wraps to its start after its last slot).
+  int64_t RowStride(int kv_slot) const { return slots_[kv_slot].kv_dim; }
+  int64_t ContiguousRows(int kv_slot, int64_t pos) const {
+    const Slot& s = slots_[kv_slot];
+    return s.capacity - pos % s.capacity;
+  }
 
   int capacity(int kv_slot) const { return slots_[kv_slot].capacity; }
   size_t bytes() const { return bytes_; }

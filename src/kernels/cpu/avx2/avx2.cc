@@ -381,8 +381,80 @@ void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, flo
   }
 }
 
+// Row groups (layout in weight_matrix.h), q4: a 64-byte vector of the layout is two registers
+// here, rows 0-7 and rows 8-15. maddubs adds 2 nibble x activation products into a 16-bit lane;
+// with nibbles <= 15 and |x| <= 127 a whole block (16 products per lane, <= 30480) fits, so the
+// 16-bit sums are widened once per block and 16 rows x 32 columns cost one conversion and two
+// FMAs per register half. (q8 stays row-major here: 255 x 127 pairs would saturate maddubs.)
+template <int C>
+inline void GroupTileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
+                        int64_t ldy) {
+  const int nb = w.blocks();
+  const uint8_t* wq = w.quants(r);
+  const uint16_t* wd = w.scales(r);
+  const __m256i low_nibbles = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int8_t* aq[C];
+  const float* as[C];
+  const float* ac[C];
+  for (int c = 0; c < C; ++c) {
+    aq[c] = x.q + static_cast<int64_t>(i + c) * x.cols;
+    as[c] = x.scale + static_cast<int64_t>(i + c) * nb;
+    ac[c] = x.corr + static_cast<int64_t>(i + c) * nb;
+  }
+  __m256 acc[C][2];
+  for (int c = 0; c < C; ++c) acc[c][0] = acc[c][1] = _mm256_setzero_ps();
+  for (int b = 0; b < nb; ++b) {
+    const uint8_t* p = wq + static_cast<size_t>(b) * 256;
+    __m256i sum[C][2];
+    for (int c = 0; c < C; ++c) sum[c][0] = sum[c][1] = _mm256_setzero_si256();
+    for (int v = 0; v < 4; ++v) {
+      if (C == 1) PrefetchAhead(p + 64 * v);
+      __m256i lo[2], hi[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * v + 32 * h));
+        lo[h] = _mm256_and_si256(bytes, low_nibbles);
+        hi[h] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_nibbles);
+      }
+      for (int c = 0; c < C; ++c) {
+        int32_t d_lo, d_hi;  // activation columns 4v..4v+3 and 16+4v..16+4v+3 of block b
+        std::memcpy(&d_lo, aq[c] + b * kQuantBlock + 4 * v, 4);
+        std::memcpy(&d_hi, aq[c] + b * kQuantBlock + 16 + 4 * v, 4);
+        const __m256i a_lo = _mm256_set1_epi32(d_lo), a_hi = _mm256_set1_epi32(d_hi);
+        for (int h = 0; h < 2; ++h)
+          sum[c][h] = _mm256_add_epi16(sum[c][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], a_lo),
+                                                                   _mm256_maddubs_epi16(hi[h], a_hi)));
+      }
+    }
+    if (C == 1 && b % 2 == 0) PrefetchAhead(wd + b * kRowGroup);  // 64 bytes: 2 blocks' scales
+    __m256 dw[2];
+    for (int h = 0; h < 2; ++h)
+      dw[h] = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(wd + b * kRowGroup + 8 * h)));
+    for (int c = 0; c < C; ++c) {
+      const __m256 sa = _mm256_set1_ps(as[c][b]), co = _mm256_set1_ps(ac[c][b]);
+      for (int h = 0; h < 2; ++h) {
+        const __m256 f =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sum[c][h], ones)), sa, co);
+        acc[c][h] = _mm256_fmadd_ps(dw[h], f, acc[c][h]);
+      }
+    }
+  }
+  for (int c = 0; c < C; ++c)
+    for (int h = 0; h < 2; ++h) _mm256_storeu_ps(y + (i + c) * ldy + r + 8 * h, acc[c][h]);
+}
+
 void MatMulQ4(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
               int64_t ldy) {
+  if (w.layout == WeightLayout::kRowGroups16) {
+    // x rows outer, groups inner: a task's groups stay in L2 while the x tiles pass over them.
+    int i = 0;
+    for (; i + 2 <= x.n; i += 2)
+      for (int r = r0; r < r1; r += kRowGroup) GroupTileQ4<2>(w, r, x, i, y, ldy);
+    for (; i < x.n; ++i)
+      for (int r = r0; r < r1; r += kRowGroup) GroupTileQ4<1>(w, r, x, i, y, ldy);
+    return;
+  }
   auto tile = [&]<int R, int C>(int r, int i) { TileQ4<R, C>(w, r, x, i, y, ldy); };
   // 4x2 measured ~5-10% faster than 2x2 (nibble unpacking amortised over two x rows).
   if (x.n == 1) {
@@ -448,12 +520,122 @@ void GeluTanhMulRow(float* gate, const float* up, int64_t n) {
   }
 }
 
+// Scores in tiles of 4 keys x 2 heads: 6 loads per 8 FMAs, where one dot at a time loads both
+// operands for every FMA.
+template <int J, int H>
+inline void ScoresTile(const float* q, int64_t q_stride, const float* k, int64_t k_stride, int hd,
+                       float* s, int64_t s_stride) {
+  __m256 acc[J][H];
+  for (int j = 0; j < J; ++j)
+    for (int h = 0; h < H; ++h) acc[j][h] = _mm256_setzero_ps();
+  for (int d = 0; d < hd; d += 8) {
+    __m256 qv[H];
+    for (int h = 0; h < H; ++h) qv[h] = _mm256_loadu_ps(q + h * q_stride + d);
+    for (int j = 0; j < J; ++j) {
+      const __m256 kv = _mm256_loadu_ps(k + j * k_stride + d);
+      for (int h = 0; h < H; ++h) acc[j][h] = _mm256_fmadd_ps(kv, qv[h], acc[j][h]);
+    }
+  }
+  for (int j = 0; j < J; ++j)
+    for (int h = 0; h < H; ++h) s[h * s_stride + j] = HorizontalSum(acc[j][h]);
+}
+
+void AttnScores(const float* q, int nq, int64_t q_stride, const float* k, int64_t k_stride,
+                int len, int hd, float* s, int64_t s_stride) {
+  if (hd % 8 != 0) {
+    for (int c = 0; c < nq; ++c)
+      for (int j = 0; j < len; ++j)
+        s[c * s_stride + j] = DotF32(q + c * q_stride, k + j * k_stride, hd);
+    return;
+  }
+  int j = 0;
+  for (; j + 4 <= len; j += 4) {
+    int c = 0;
+    for (; c + 2 <= nq; c += 2)
+      ScoresTile<4, 2>(q + c * q_stride, q_stride, k + j * k_stride, k_stride, hd,
+                       s + c * s_stride + j, s_stride);
+    for (; c < nq; ++c)
+      ScoresTile<4, 1>(q + c * q_stride, q_stride, k + j * k_stride, k_stride, hd,
+                       s + c * s_stride + j, s_stride);
+  }
+  for (; j < len; ++j)
+    for (int c = 0; c < nq; ++c)
+      ScoresTile<1, 1>(q + c * q_stride, q_stride, k + j * k_stride, k_stride, hd,
+                       s + c * s_stride + j, s_stride);
+}
+
+// Values in tiles of H heads x 16 dims held in registers across all keys: per key 2 loads of V
+// and H broadcasts for 2H FMAs, and no load/store of the outputs per key.
+template <int H>
+inline void ValuesTile(const float* p, int64_t p_stride, const float* v, int64_t v_stride, int len,
+                       float* o, int64_t o_stride) {
+  __m256 acc[H][2];
+  for (int h = 0; h < H; ++h) {
+    acc[h][0] = _mm256_loadu_ps(o + h * o_stride);
+    acc[h][1] = _mm256_loadu_ps(o + h * o_stride + 8);
+  }
+  for (int j = 0; j < len; ++j) {
+    const __m256 v0 = _mm256_loadu_ps(v + j * v_stride), v1 = _mm256_loadu_ps(v + j * v_stride + 8);
+    for (int h = 0; h < H; ++h) {
+      const __m256 ph = _mm256_broadcast_ss(p + h * p_stride + j);
+      acc[h][0] = _mm256_fmadd_ps(ph, v0, acc[h][0]);
+      acc[h][1] = _mm256_fmadd_ps(ph, v1, acc[h][1]);
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    _mm256_storeu_ps(o + h * o_stride, acc[h][0]);
+    _mm256_storeu_ps(o + h * o_stride + 8, acc[h][1]);
+  }
+}
+
+void AttnValues(const float* p, int64_t p_stride, int nq, const float* v, int64_t v_stride,
+                int len, int hd, float* o, int64_t o_stride) {
+  if (hd % 16 != 0) {
+    for (int c = 0; c < nq; ++c)
+      for (int j = 0; j < len; ++j)
+        AxpyF32(p[c * p_stride + j], v + j * v_stride, o + c * o_stride, hd);
+    return;
+  }
+  int c = 0;
+  auto heads = [&]<int H>() {
+    for (; c + H <= nq; c += H)
+      for (int d = 0; d < hd; d += 16)
+        ValuesTile<H>(p + c * p_stride, p_stride, v + d, v_stride, len, o + c * o_stride + d,
+                      o_stride);
+  };
+  heads.template operator()<4>();
+  heads.template operator()<2>();
+  heads.template operator()<1>();
+}
+
+double ExpSum(float* x, int n, float shift) {
+  const __m256 s = _mm256_set1_ps(shift);
+  __m256 acc = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = ExpNonPositive(_mm256_sub_ps(_mm256_loadu_ps(x + i), s));
+    _mm256_storeu_ps(x + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  double sum = 0;
+  for (float v : lanes) sum += v;
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    sum += x[i];
+  }
+  return sum;
+}
+
 }  // namespace
 
 const CpuKernels* Avx2Kernels() {
   static const CpuKernels k{"avx2",   DotF32,        DotBf16F32,     Bf16ToF32Row,
                             AxpyF32,  QuantizeRowQ8, QuantizeRowQ8W, QuantizeRowQ4W,
-                            MatMulQ8, MatMulQ4,      MatMulBf16,     GeluTanhMulRow};
+                            MatMulQ8, MatMulQ4,      MatMulBf16,     GeluTanhMulRow,
+                            ExpSum,    AttnScores,     AttnValues,
+                            WeightLayout::kRows, WeightLayout::kRowGroups16};
   return &k;
 }
 

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/cpu/tiling.h"
 #include "kernels/cpu_kernels.h"
@@ -202,8 +203,85 @@ inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
     for (int c = 0; c < C; ++c) y[(i + c) * ldy + r + a] = _mm512_reduce_add_ps(acc[a][c]);
 }
 
+// Row groups (layout in weight_matrix.h): vector s of a block holds columns 4s..4s+3 of each of
+// the 16 rows, so 8 vpdpbusd against broadcast activation dwords leave each row's whole-block
+// sum in its own lane. Per block and x row: 8 products, one convert, two FMAs for 16 rows x 32
+// columns (the row-major tiles need a convert, a permute and an FMA per 2 blocks of one row).
+// Both formats store unsigned values (q4 nibbles q + 8, q8 q + 128); the offset is the
+// activation term corr (-8 d_x sum(q_x)), times 16 for q8.
+template <bool kIsQ4, int C>
+inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
+                      int64_t ldy) {
+  constexpr int kBlockBytes = kIsQ4 ? 256 : 512;
+  const int nb = w.blocks();
+  const uint8_t* wq = w.quants(r);
+  const uint16_t* wd = w.scales(r);
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0f);
+  const float corr_scale = kIsQ4 ? 1.0f : 16.0f;
+  const int8_t* aq[C];
+  const float* as[C];
+  const float* ac[C];
+  for (int c = 0; c < C; ++c) {
+    aq[c] = x.q + static_cast<int64_t>(i + c) * x.cols;
+    as[c] = x.scale + static_cast<int64_t>(i + c) * nb;
+    ac[c] = x.corr + static_cast<int64_t>(i + c) * nb;
+  }
+  __m512 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  for (int b = 0; b < nb; ++b) {
+    const uint8_t* p = wq + static_cast<size_t>(b) * kBlockBytes;
+    __m512i ws[8];
+    for (int v = 0; v < kBlockBytes / 64; ++v) {
+      if (C == 1) PrefetchAhead(p + 64 * v);
+      const __m512i bytes = _mm512_loadu_si512(p + 64 * v);
+      if constexpr (kIsQ4) {
+        ws[v] = _mm512_and_si512(bytes, low_nibbles);
+        ws[v + 4] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low_nibbles);
+      } else {
+        ws[v] = bytes;
+      }
+    }
+    if (C == 1 && b % 2 == 0) PrefetchAhead(wd + b * kRowGroup);  // 64 bytes: 2 blocks' scales
+    const __m512 dw = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd + b * kRowGroup)));
+    for (int c = 0; c < C; ++c) {
+      const int8_t* a = aq[c] + b * kQuantBlock;
+      int32_t dword[8];
+      std::memcpy(dword, a, sizeof dword);
+      // Two chains of 4: half the latency before the conversion.
+      __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
+      for (int v = 0; v < 4; ++v) {
+        sum0 = _mm512_dpbusd_epi32(sum0, ws[v], _mm512_set1_epi32(dword[v]));
+        sum1 = _mm512_dpbusd_epi32(sum1, ws[v + 4], _mm512_set1_epi32(dword[v + 4]));
+      }
+      const __m512i sum = _mm512_add_epi32(sum0, sum1);
+      const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(as[c][b]),
+                                       _mm512_set1_ps(corr_scale * ac[c][b]));
+      acc[c] = _mm512_fmadd_ps(dw, f, acc[c]);
+    }
+  }
+  for (int c = 0; c < C; ++c) _mm512_storeu_ps(y + (i + c) * ldy + r, acc[c]);
+}
+
+// x rows outer in tiles of 8 (then 4, 2, 1), groups inner: a task's groups stay in L2 while the
+// x tiles pass over them.
+template <bool kIsQ4>
+void MatMulGroups(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
+                  int64_t ldy) {
+  int i = 0;
+  auto pass = [&]<int C>() {
+    for (; i + C <= x.n; i += C)
+      for (int r = r0; r < r1; r += kRowGroup) GroupTile<kIsQ4, C>(w, r, x, i, y, ldy);
+  };
+  pass.template operator()<8>();
+  pass.template operator()<4>();
+  pass.template operator()<2>();
+  pass.template operator()<1>();
+}
+
 void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
               int64_t ldy) {
+  if (w.layout == WeightLayout::kRowGroups16) return MatMulGroups<false>(w, r0, r1, x, y, ldy);
   auto tile = [&]<int R, int C>(int r, int i) { TileQ8<R, C>(w, r, x, i, y, ldy); };
   if (x.n == 1) {
     WalkTiles<4, 1>(r0, r1, x.n, tile);
@@ -214,6 +292,7 @@ void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, flo
 
 void MatMulQ4(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
               int64_t ldy) {
+  if (w.layout == WeightLayout::kRowGroups16) return MatMulGroups<true>(w, r0, r1, x, y, ldy);
   auto tile = [&]<int R, int C>(int r, int i) { TileQ4<R, C>(w, r, x, i, y, ldy); };
   if (x.n == 1) {
     WalkTiles<4, 1>(r0, r1, x.n, tile);
@@ -230,6 +309,8 @@ const CpuKernels* Avx512Kernels() {
     t.name = "avx512";
     t.matmul_q8 = MatMulQ8;
     t.matmul_q4 = MatMulQ4;
+    t.q8_layout = WeightLayout::kRowGroups16;
+    t.q4_layout = WeightLayout::kRowGroups16;
     return t;
   }();
   return &k;
