@@ -127,7 +127,8 @@ TEST(Kernels, AttentionScoresAndValuesMatchDouble) {
                 want += static_cast<double>(q[c * q_stride + d]) * keys[j * row + d];
                 mag += std::fabs(static_cast<double>(q[c * q_stride + d]) * keys[j * row + d]);
               }
-              EXPECT_NEAR(s[c * s_stride + j], want, 1e-6 * mag) << where << " c " << c << " j " << j;
+              EXPECT_NEAR(s[c * s_stride + j], want, 1e-6 * mag)
+                  << where << " c " << c << " j " << j;
             }
             EXPECT_TRUE(std::isnan(s[c * s_stride + len])) << where << ": wrote past len";
             for (int d = 0; d < hd; ++d) {
@@ -136,7 +137,8 @@ TEST(Kernels, AttentionScoresAndValuesMatchDouble) {
                 want += static_cast<double>(p[c * s_stride + j]) * keys[j * row + d];
                 mag += std::fabs(static_cast<double>(p[c * s_stride + j]) * keys[j * row + d]);
               }
-              EXPECT_NEAR(o[c * o_stride + d], want, 1e-6 * mag) << where << " c " << c << " d " << d;
+              EXPECT_NEAR(o[c * o_stride + d], want, 1e-6 * mag)
+                  << where << " c " << c << " d " << d;
             }
             for (int d = hd; d < o_stride; ++d)
               EXPECT_EQ(o[c * o_stride + d], o0[c * o_stride + d]) << where << ": wrote past hd";

@@ -172,7 +172,8 @@ TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
         for (const CpuKernels* simd : simd_tables) {
           const auto y_simd = run(*simd, q.w);
           EXPECT_LT(RelRms(y_simd, g, typical), 1e-5) << where << " isa " << simd->name;
-          if (simd->LayoutFor(type) != WeightLayout::kRowGroups16 || !CanUseRowGroups(q.w)) continue;
+          if (simd->LayoutFor(type) != WeightLayout::kRowGroups16 || !CanUseRowGroups(q.w))
+            continue;
           std::vector<uint8_t> grouped_bytes(q.w.bytes);
           WeightMatrix grouped = q.w;
           ToRowGroups(&grouped, grouped_bytes.data(), nullptr);

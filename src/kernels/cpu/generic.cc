@@ -178,16 +178,18 @@ void GeluTanhMulRow(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) gate[i] = GeluTanh(gate[i]) * up[i];
 }
 
-void AttnScores(const float* q, int nq, int64_t q_stride, const float* k, int64_t k_stride,
-                int len, int hd, float* s, int64_t s_stride) {
+void AttnScores(const float* q, int nq, int64_t q_stride, const float* k, int64_t k_stride, int len,
+                int hd, float* s, int64_t s_stride) {
   for (int c = 0; c < nq; ++c)
-    for (int j = 0; j < len; ++j) s[c * s_stride + j] = DotF32(q + c * q_stride, k + j * k_stride, hd);
+    for (int j = 0; j < len; ++j)
+      s[c * s_stride + j] = DotF32(q + c * q_stride, k + j * k_stride, hd);
 }
 
-void AttnValues(const float* p, int64_t p_stride, int nq, const float* v, int64_t v_stride,
-                int len, int hd, float* o, int64_t o_stride) {
+void AttnValues(const float* p, int64_t p_stride, int nq, const float* v, int64_t v_stride, int len,
+                int hd, float* o, int64_t o_stride) {
   for (int c = 0; c < nq; ++c)
-    for (int j = 0; j < len; ++j) AxpyF32(p[c * p_stride + j], v + j * v_stride, o + c * o_stride, hd);
+    for (int j = 0; j < len; ++j)
+      AxpyF32(p[c * p_stride + j], v + j * v_stride, o + c * o_stride, hd);
 }
 
 double ExpSum(float* x, int n, float shift) {
@@ -202,11 +204,23 @@ double ExpSum(float* x, int n, float shift) {
 }  // namespace
 
 const CpuKernels& GenericKernels() {
-  static const CpuKernels k{"generic", DotF32,        DotBf16F32,     Bf16ToF32Row,
-                            AxpyF32,   QuantizeRowQ8, QuantizeRowQ8W, QuantizeRowQ4W,
-                            MatMulQ8,  MatMulQ4,      MatMulBf16,     GeluTanhMulRow,
-                            ExpSum,    AttnScores,     AttnValues,
-                            WeightLayout::kRows, WeightLayout::kRows};
+  static const CpuKernels k{"generic",
+                            DotF32,
+                            DotBf16F32,
+                            Bf16ToF32Row,
+                            AxpyF32,
+                            QuantizeRowQ8,
+                            QuantizeRowQ8W,
+                            QuantizeRowQ4W,
+                            MatMulQ8,
+                            MatMulQ4,
+                            MatMulBf16,
+                            GeluTanhMulRow,
+                            ExpSum,
+                            AttnScores,
+                            AttnValues,
+                            WeightLayout::kRows,
+                            WeightLayout::kRows};
   return k;
 }
 

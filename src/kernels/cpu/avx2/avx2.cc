@@ -412,7 +412,8 @@ inline void GroupTileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, in
       if (C == 1) PrefetchAhead(p + 64 * v);
       __m256i lo[2], hi[2];
       for (int h = 0; h < 2; ++h) {
-        const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * v + 32 * h));
+        const __m256i bytes =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * v + 32 * h));
         lo[h] = _mm256_and_si256(bytes, low_nibbles);
         hi[h] = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low_nibbles);
       }
@@ -422,8 +423,9 @@ inline void GroupTileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, in
         std::memcpy(&d_hi, aq[c] + b * kQuantBlock + 16 + 4 * v, 4);
         const __m256i a_lo = _mm256_set1_epi32(d_lo), a_hi = _mm256_set1_epi32(d_hi);
         for (int h = 0; h < 2; ++h)
-          sum[c][h] = _mm256_add_epi16(sum[c][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], a_lo),
-                                                                   _mm256_maddubs_epi16(hi[h], a_hi)));
+          sum[c][h] =
+              _mm256_add_epi16(sum[c][h], _mm256_add_epi16(_mm256_maddubs_epi16(lo[h], a_lo),
+                                                           _mm256_maddubs_epi16(hi[h], a_hi)));
       }
     }
     if (C == 1 && b % 2 == 0) PrefetchAhead(wd + b * kRowGroup);  // 64 bytes: 2 blocks' scales
@@ -540,8 +542,8 @@ inline void ScoresTile(const float* q, int64_t q_stride, const float* k, int64_t
     for (int h = 0; h < H; ++h) s[h * s_stride + j] = HorizontalSum(acc[j][h]);
 }
 
-void AttnScores(const float* q, int nq, int64_t q_stride, const float* k, int64_t k_stride,
-                int len, int hd, float* s, int64_t s_stride) {
+void AttnScores(const float* q, int nq, int64_t q_stride, const float* k, int64_t k_stride, int len,
+                int hd, float* s, int64_t s_stride) {
   if (hd % 8 != 0) {
     for (int c = 0; c < nq; ++c)
       for (int j = 0; j < len; ++j)
@@ -588,8 +590,8 @@ inline void ValuesTile(const float* p, int64_t p_stride, const float* v, int64_t
   }
 }
 
-void AttnValues(const float* p, int64_t p_stride, int nq, const float* v, int64_t v_stride,
-                int len, int hd, float* o, int64_t o_stride) {
+void AttnValues(const float* p, int64_t p_stride, int nq, const float* v, int64_t v_stride, int len,
+                int hd, float* o, int64_t o_stride) {
   if (hd % 16 != 0) {
     for (int c = 0; c < nq; ++c)
       for (int j = 0; j < len; ++j)
@@ -631,11 +633,23 @@ double ExpSum(float* x, int n, float shift) {
 }  // namespace
 
 const CpuKernels* Avx2Kernels() {
-  static const CpuKernels k{"avx2",   DotF32,        DotBf16F32,     Bf16ToF32Row,
-                            AxpyF32,  QuantizeRowQ8, QuantizeRowQ8W, QuantizeRowQ4W,
-                            MatMulQ8, MatMulQ4,      MatMulBf16,     GeluTanhMulRow,
-                            ExpSum,    AttnScores,     AttnValues,
-                            WeightLayout::kRows, WeightLayout::kRowGroups16};
+  static const CpuKernels k{"avx2",
+                            DotF32,
+                            DotBf16F32,
+                            Bf16ToF32Row,
+                            AxpyF32,
+                            QuantizeRowQ8,
+                            QuantizeRowQ8W,
+                            QuantizeRowQ4W,
+                            MatMulQ8,
+                            MatMulQ4,
+                            MatMulBf16,
+                            GeluTanhMulRow,
+                            ExpSum,
+                            AttnScores,
+                            AttnValues,
+                            WeightLayout::kRows,
+                            WeightLayout::kRowGroups16};
   return &k;
 }
 

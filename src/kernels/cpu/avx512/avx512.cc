@@ -242,8 +242,8 @@ inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int 
       }
     }
     if (C == 1 && b % 2 == 0) PrefetchAhead(wd + b * kRowGroup);  // 64 bytes: 2 blocks' scales
-    const __m512 dw = _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd + b * kRowGroup)));
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd + b * kRowGroup)));
     for (int c = 0; c < C; ++c) {
       const int8_t* a = aq[c] + b * kQuantBlock;
       int32_t dword[8];
