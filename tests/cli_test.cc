@@ -25,7 +25,8 @@ using RunResult = G4RunResult;
 TEST(Cli, RunJsonMatchesTheLibraryAndLogitsWritesNpy) {
   const std::string dir = TinyCheckpoint("e4b");
   ASSERT_FALSE(dir.empty());
-  RunResult run = RunG4("run --model " + dir + " --ids 2,9259,1902,236764 -n 12 --ignore-eos --json --threads 1");
+  RunResult run = RunG4("run --model " + dir +
+                        " --ids 2,9259,1902,236764 -n 12 --ignore-eos --json --threads 1");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const size_t brace = run.output.find("{\"");
   ASSERT_NE(brace, std::string::npos) << run.output;
@@ -46,7 +47,8 @@ TEST(Cli, RunJsonMatchesTheLibraryAndLogitsWritesNpy) {
   EXPECT_EQ(ids, expected->tokens);
 
   const std::string npy = TestTempDir("cli_logits") + "/l.npy";
-  RunResult logits = RunG4("logits --model " + dir + " --ids 2,9259,1902 --out " + npy + " --threads 1");
+  RunResult logits =
+      RunG4("logits --model " + dir + " --ids 2,9259,1902 --out " + npy + " --threads 1");
   ASSERT_EQ(logits.exit_code, 0) << logits.output;
   auto arr = ReadNpyF32(npy);
   ASSERT_TRUE(arr.ok()) << arr.status().message();
@@ -70,7 +72,8 @@ TEST(Cli, InspectPrintsTheRealParameterCounts) {
     std::ofstream(dir + "/config.json") << SynthConfigJson(*spec, {});
     RunResult r = RunG4("inspect --model " + dir);
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    EXPECT_NE(r.output.find(std::string("total              ") + total), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(std::string("total              ") + total), std::string::npos)
+        << r.output;
   }
 }
 
@@ -111,7 +114,7 @@ TEST(Cli, BenchTpRunsTheRanksAndReportsCommunication) {
   ASSERT_TRUE(config.ok());
   const std::string flags =
       " --model " + dir +
-      " --threads 1 --prefill 16 --contexts 0 --decode-tokens 4 --chunk 16 --json";
+      " --threads 1 --prefill 16 --contexts 0 --decode-tokens 4 --chunk 16 --mem-bw-mib 16 --json";
   RunResult one = RunG4("bench --tp 1" + flags, /*merge_stderr=*/false);
   RunResult two = RunG4("bench --tp 2" + flags, /*merge_stderr=*/false);
   ASSERT_EQ(one.exit_code, 0) << one.output;

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -143,6 +144,37 @@ TEST(FaultInjection, CheckpointReplacedByRenameIsDetected) {
   EXPECT_NE((*model)->weights().store->CheckUnchanged().message().find("gone"), std::string::npos);
 }
 
+// What a forked child wrote to stdout/stderr (one pipe) and how it ended.
+struct ChildResult {
+  bool waited = false;
+  int wait_status = 0;
+  std::string output;
+};
+
+// Runs `child` in a forked process with stdout and stderr on a pipe; the child ends with
+// _exit(child()), so no test-framework state or atexit handler runs twice.
+ChildResult RunInChild(const std::function<int()>& child) {
+  ChildResult r;
+  int fds[2];
+  if (::pipe(fds) != 0) return r;
+  const pid_t pid = ::fork();
+  if (pid < 0) return r;
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::dup2(fds[1], 2);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::_exit(child());
+  }
+  ::close(fds[1]);
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) r.output.append(buf, n);
+  ::close(fds[0]);
+  r.waited = ::waitpid(pid, &r.wait_status, 0) == pid;
+  return r;
+}
+
 // Full disk while writing a checkpoint: simulated with RLIMIT_FSIZE in a child process (writes
 // past the limit fail with EFBIG once SIGXFSZ is ignored). The writer must report it and leave
 // neither the target nor its temporary file behind.
@@ -150,36 +182,27 @@ TEST(FaultInjection, FullDiskWhileWritingLeavesNoPartialFile) {
   const std::string dir = TestTempDir("full_disk");
   ASSERT_FALSE(dir.empty());
   const std::string out = dir + "/model.safetensors";
-  std::string pipe_msg;
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::close(fds[0]);
+  const ChildResult child = RunInChild([&] {
     std::signal(SIGXFSZ, SIG_IGN);
-    struct rlimit limit {64 << 10, 64 << 10};
+    const rlimit limit = {64 << 10, 64 << 10};
     ::setrlimit(RLIMIT_FSIZE, &limit);
     TensorToWrite t{"w", DType::kF32, {1 << 18}, {}};  // 1 MiB > 64 KiB
     Status st = WriteSafetensorsStreaming(
-        out, {t}, [](size_t, uint64_t, uint8_t* p, size_t n) {
+        out, {t},
+        [](size_t, uint64_t, uint8_t* p, size_t n) {
           std::fill(p, p + n, 7);
           return OkStatus();
-        }, {}, 16 << 10);
-    std::string msg = st.ok() ? "OK" : st.message();
-    (void)!::write(fds[1], msg.data(), msg.size());
-    ::_exit(st.ok() ? 1 : 0);
-  }
-  ::close(fds[1]);
-  char buf[512];
-  ssize_t n;
-  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) pipe_msg.append(buf, n);
-  ::close(fds[0]);
-  int wstatus = 0;
-  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
-  ASSERT_TRUE(WIFEXITED(wstatus)) << "writer died: signal " << WTERMSIG(wstatus);
-  EXPECT_EQ(WEXITSTATUS(wstatus), 0) << pipe_msg;
-  EXPECT_NE(pipe_msg.find("disk full"), std::string::npos) << pipe_msg;
+        },
+        {}, 16 << 10);
+    const std::string msg = st.ok() ? "OK" : st.message();
+    (void)!::write(1, msg.data(), msg.size());
+    return st.ok() ? 1 : 0;
+  });
+  ASSERT_TRUE(child.waited);
+  ASSERT_TRUE(WIFEXITED(child.wait_status))
+      << "writer died: signal " << WTERMSIG(child.wait_status);
+  EXPECT_EQ(WEXITSTATUS(child.wait_status), 0) << child.output;
+  EXPECT_NE(child.output.find("disk full"), std::string::npos) << child.output;
   for (const auto& e : fs::directory_iterator(dir)) ADD_FAILURE() << "left behind: " << e.path();
 }
 
@@ -202,29 +225,17 @@ TEST(FaultInjection, FullDiskWhilePackingLeavesNoArtifact) {
   argv.push_back(nullptr);
   constexpr rlim_t kLimit = 1 << 20;
 
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
+  const ChildResult child = RunInChild([&] {
     // Only async-signal-safe calls between fork and exec (the test process has threads).
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    ::close(fds[0]);
     ::signal(SIGXFSZ, SIG_IGN);
-    const struct rlimit limit { kLimit, kLimit };
-    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) ::_exit(120);
+    const rlimit limit = {kLimit, kLimit};
+    if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) return 120;
     ::execv(argv[0], argv.data());
-    ::_exit(121);
-  }
-  ::close(fds[1]);
-  std::string output;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fds[0], buf, sizeof buf)) > 0) output.append(buf, n);
-  ::close(fds[0]);
-  int wstatus = 0;
-  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+    return 121;
+  });
+  const std::string& output = child.output;
+  const int wstatus = child.wait_status;
+  ASSERT_TRUE(child.waited);
   ASSERT_TRUE(WIFEXITED(wstatus)) << "g4 pack was killed by signal " << WTERMSIG(wstatus) << ":\n"
                                   << output;
   ASSERT_NE(WEXITSTATUS(wstatus), 120) << "setrlimit failed";

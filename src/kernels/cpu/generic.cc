@@ -204,23 +204,25 @@ double ExpSum(float* x, int n, float shift) {
 }  // namespace
 
 const CpuKernels& GenericKernels() {
-  static const CpuKernels k{"generic",
-                            DotF32,
-                            DotBf16F32,
-                            Bf16ToF32Row,
-                            AxpyF32,
-                            QuantizeRowQ8,
-                            QuantizeRowQ8W,
-                            QuantizeRowQ4W,
-                            MatMulQ8,
-                            MatMulQ4,
-                            MatMulBf16,
-                            GeluTanhMulRow,
-                            ExpSum,
-                            AttnScores,
-                            AttnValues,
-                            WeightLayout::kRows,
-                            WeightLayout::kRows};
+  static const CpuKernels k{
+      .name = "generic",
+      .dot_f32 = DotF32,
+      .dot_bf16_f32 = DotBf16F32,
+      .bf16_to_f32 = Bf16ToF32Row,
+      .axpy_f32 = AxpyF32,
+      .quantize_row_q8 = QuantizeRowQ8,
+      .quantize_row_q8w = QuantizeRowQ8W,
+      .quantize_row_q4w = QuantizeRowQ4W,
+      .matmul_q8 = MatMulQ8,
+      .matmul_q4 = MatMulQ4,
+      .matmul_bf16 = MatMulBf16,
+      .gelu_tanh_mul = GeluTanhMulRow,
+      .exp_sum = ExpSum,
+      .attn_scores = AttnScores,
+      .attn_values = AttnValues,
+      .q8_layout = WeightLayout::kRows,
+      .q4_layout = WeightLayout::kRows,
+  };
   return k;
 }
 

@@ -225,15 +225,10 @@ inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
   const __m256i ones = _mm256_set1_epi16(1);
   const int8_t* wq[R];
   const uint16_t* wd[R];
-  const int8_t* aq[C];
-  const float* as[C];
+  const ActivationRows<C> act(x, i);
   for (int a = 0; a < R; ++a) {
     wq[a] = reinterpret_cast<const int8_t*>(w.quants(r + a));
     wd[a] = w.scales(r + a);
-  }
-  for (int c = 0; c < C; ++c) {
-    aq[c] = x.q + static_cast<int64_t>(i + c) * x.cols;
-    as[c] = x.scale + static_cast<int64_t>(i + c) * nb;
   }
   __m256 acc[R][C];
   for (int a = 0; a < R; ++a)
@@ -242,7 +237,7 @@ inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
   for (int g = 0; g < nb; g += 8) {
     const int m = std::min(8, nb - g);
     __m256 sx[C];
-    for (int c = 0; c < C; ++c) sx[c] = LoadF32x8(as[c] + g, m);
+    for (int c = 0; c < C; ++c) sx[c] = LoadF32x8(act.scale[c] + g, m);
     for (int a = 0; a < R; ++a) {
       if (C == 1) PrefetchAhead(wd[a] + g);
       const __m256 d = LoadF16x8(wd[a] + g, m);
@@ -257,7 +252,7 @@ inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
         wa[a] = _mm256_abs_epi8(wv[a]);
       }
       for (int c = 0; c < C; ++c) {
-        const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq[c] + off));
+        const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act.q[c] + off));
         for (int a = 0; a < R; ++a) {
           const __m256i p =
               _mm256_madd_epi16(_mm256_maddubs_epi16(wa[a], _mm256_sign_epi8(av, wv[a])), ones);
@@ -281,17 +276,10 @@ inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
   const __m256i low = _mm256_set1_epi8(0x0f);
   const uint8_t* wq[R];
   const uint16_t* wd[R];
-  const int8_t* aq[C];
-  const float* as[C];
-  const float* ac[C];
+  const ActivationRows<C> act(x, i);
   for (int a = 0; a < R; ++a) {
     wq[a] = w.quants(r + a);
     wd[a] = w.scales(r + a);
-  }
-  for (int c = 0; c < C; ++c) {
-    aq[c] = x.q + static_cast<int64_t>(i + c) * x.cols;
-    as[c] = x.scale + static_cast<int64_t>(i + c) * nb;
-    ac[c] = x.corr + static_cast<int64_t>(i + c) * nb;
   }
   __m256 acc[R][C];
   for (int a = 0; a < R; ++a)
@@ -300,14 +288,14 @@ inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
   for (int g = 0; g < nb; g += 8) {
     const int m = std::min(8, nb - g);  // even: cols % 64 == 0
     __m256 sx[C];
-    for (int c = 0; c < C; ++c) sx[c] = LoadF32x8(as[c] + g, m);
+    for (int c = 0; c < C; ++c) sx[c] = LoadF32x8(act.scale[c] + g, m);
     for (int a = 0; a < R; ++a) {
       if (C == 1) PrefetchAhead(wd[a] + g);
       const __m256 d = LoadF16x8(wd[a] + g, m);
       for (int c = 0; c < C; ++c) {
         _mm256_store_ps(sc[a][c], _mm256_mul_ps(d, sx[c]));
         // The lanes of acc are summed at the end, so the 8 blocks' offset terms go in directly.
-        acc[a][c] = _mm256_fmadd_ps(d, LoadF32x8(ac[c] + g, m), acc[a][c]);
+        acc[a][c] = _mm256_fmadd_ps(d, LoadF32x8(act.corr[c] + g, m), acc[a][c]);
       }
     }
     for (int j = 0; j < m; j += 2) {
@@ -321,8 +309,9 @@ inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
       }
       const int off = (g + j) * kQuantBlock;
       for (int c = 0; c < C; ++c) {
-        const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq[c] + off));
-        const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq[c] + off + 32));
+        const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act.q[c] + off));
+        const __m256i a1 =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act.q[c] + off + 32));
         for (int a = 0; a < R; ++a) {
           const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo[a], a0), ones);
           const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi[a], a1), ones);
@@ -370,8 +359,72 @@ inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float*
     }
 }
 
+// Row groups (layout in weight_matrix.h), q8: stored as q + 128, which maddubs cannot take
+// against signed activations (255 x 127 pairs saturate 16 bits). XOR 0x80 gives q back, and the
+// products go in as |q| x sign(x, q) (each pair <= 2 x 128 x 127, no saturation), summed to 32 bits
+// per row with madd. Per 32 weights: sign, maddubs, madd and an add; the conversion and scaling
+// come once per block for 8 rows (the row-major tile converts and scales every row's block).
+template <int C>
+inline void GroupTileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
+                        int64_t ldy) {
+  const int nb = w.blocks();
+  const uint8_t* wq = w.quants(r);
+  const uint16_t* wd = w.scales(r);
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i ones = _mm256_set1_epi16(1);
+  const ActivationRows<C> act(x, i);
+  __m256 acc[C][2];
+  for (int c = 0; c < C; ++c) acc[c][0] = acc[c][1] = _mm256_setzero_ps();
+  for (int b = 0; b < nb; ++b) {
+    const uint8_t* p = wq + static_cast<size_t>(b) * 512;
+    __m256i sum[C][2];
+    for (int c = 0; c < C; ++c) sum[c][0] = sum[c][1] = _mm256_setzero_si256();
+    for (int step = 0; step < 8; ++step) {
+      if (C == 1) PrefetchAhead<kGroupPrefetchBytes>(p + 64 * step);
+      __m256i q[2], magnitude[2];
+      for (int h = 0; h < 2; ++h) {
+        q[h] = _mm256_xor_si256(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * step + 32 * h)), bias);
+        magnitude[h] = _mm256_abs_epi8(q[h]);
+      }
+      for (int c = 0; c < C; ++c) {
+        int32_t cols;  // activation columns 4 step..4 step+3 of block b
+        std::memcpy(&cols, act.q[c] + b * kQuantBlock + 4 * step, 4);
+        const __m256i a = _mm256_set1_epi32(cols);
+        for (int h = 0; h < 2; ++h)
+          sum[c][h] = _mm256_add_epi32(
+              sum[c][h], _mm256_madd_epi16(
+                             _mm256_maddubs_epi16(magnitude[h], _mm256_sign_epi8(a, q[h])), ones));
+      }
+    }
+    if (C == 1 && b % 2 == 0)
+      PrefetchAhead<kGroupPrefetchBytes>(wd + b * kRowGroup);  // 64 bytes: 2 blocks' scales
+    __m256 dw[2];
+    for (int h = 0; h < 2; ++h)
+      dw[h] = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(wd + b * kRowGroup + 8 * h)));
+    for (int c = 0; c < C; ++c) {
+      const __m256 sa = _mm256_set1_ps(act.scale[c][b]);
+      for (int h = 0; h < 2; ++h)
+        acc[c][h] =
+            _mm256_fmadd_ps(dw[h], _mm256_mul_ps(_mm256_cvtepi32_ps(sum[c][h]), sa), acc[c][h]);
+    }
+  }
+  for (int c = 0; c < C; ++c)
+    for (int h = 0; h < 2; ++h) _mm256_storeu_ps(y + (i + c) * ldy + r + 8 * h, acc[c][h]);
+}
+
 void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
               int64_t ldy) {
+  if (w.layout == WeightLayout::kRowGroups16) {
+    // x rows outer, groups inner: a task's groups stay in L2 while the x tiles pass over them.
+    int i = 0;
+    for (; i + 2 <= x.n; i += 2)
+      for (int r = r0; r < r1; r += kRowGroup) GroupTileQ8<2>(w, r, x, i, y, ldy);
+    for (; i < x.n; ++i)
+      for (int r = r0; r < r1; r += kRowGroup) GroupTileQ8<1>(w, r, x, i, y, ldy);
+    return;
+  }
   auto tile = [&]<int R, int C>(int r, int i) { TileQ8<R, C>(w, r, x, i, y, ldy); };
   // Measured (bench/kernels_bench.cc, 6144x1536, 64 rows): 2x2, 2x3, 3x2 and 4x2 within noise.
   if (x.n == 1) {
@@ -385,7 +438,7 @@ void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, flo
 // here, rows 0-7 and rows 8-15. maddubs adds 2 nibble x activation products into a 16-bit lane;
 // with nibbles <= 15 and |x| <= 127 a whole block (16 products per lane, <= 30480) fits, so the
 // 16-bit sums are widened once per block and 16 rows x 32 columns cost one conversion and two
-// FMAs per register half. (q8 stays row-major here: 255 x 127 pairs would saturate maddubs.)
+// FMAs per register half.
 template <int C>
 inline void GroupTileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
                         int64_t ldy) {
@@ -394,14 +447,7 @@ inline void GroupTileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, in
   const uint16_t* wd = w.scales(r);
   const __m256i low_nibbles = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
-  const int8_t* aq[C];
-  const float* as[C];
-  const float* ac[C];
-  for (int c = 0; c < C; ++c) {
-    aq[c] = x.q + static_cast<int64_t>(i + c) * x.cols;
-    as[c] = x.scale + static_cast<int64_t>(i + c) * nb;
-    ac[c] = x.corr + static_cast<int64_t>(i + c) * nb;
-  }
+  const ActivationRows<C> act(x, i);
   __m256 acc[C][2];
   for (int c = 0; c < C; ++c) acc[c][0] = acc[c][1] = _mm256_setzero_ps();
   for (int b = 0; b < nb; ++b) {
@@ -409,7 +455,7 @@ inline void GroupTileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, in
     __m256i sum[C][2];
     for (int c = 0; c < C; ++c) sum[c][0] = sum[c][1] = _mm256_setzero_si256();
     for (int v = 0; v < 4; ++v) {
-      if (C == 1) PrefetchAhead(p + 64 * v);
+      if (C == 1) PrefetchAhead<kGroupPrefetchBytes>(p + 64 * v);
       __m256i lo[2], hi[2];
       for (int h = 0; h < 2; ++h) {
         const __m256i bytes =
@@ -419,8 +465,8 @@ inline void GroupTileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, in
       }
       for (int c = 0; c < C; ++c) {
         int32_t d_lo, d_hi;  // activation columns 4v..4v+3 and 16+4v..16+4v+3 of block b
-        std::memcpy(&d_lo, aq[c] + b * kQuantBlock + 4 * v, 4);
-        std::memcpy(&d_hi, aq[c] + b * kQuantBlock + 16 + 4 * v, 4);
+        std::memcpy(&d_lo, act.q[c] + b * kQuantBlock + 4 * v, 4);
+        std::memcpy(&d_hi, act.q[c] + b * kQuantBlock + 16 + 4 * v, 4);
         const __m256i a_lo = _mm256_set1_epi32(d_lo), a_hi = _mm256_set1_epi32(d_hi);
         for (int h = 0; h < 2; ++h)
           sum[c][h] =
@@ -428,13 +474,14 @@ inline void GroupTileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, in
                                                            _mm256_maddubs_epi16(hi[h], a_hi)));
       }
     }
-    if (C == 1 && b % 2 == 0) PrefetchAhead(wd + b * kRowGroup);  // 64 bytes: 2 blocks' scales
+    if (C == 1 && b % 2 == 0)
+      PrefetchAhead<kGroupPrefetchBytes>(wd + b * kRowGroup);  // 64 bytes: 2 blocks' scales
     __m256 dw[2];
     for (int h = 0; h < 2; ++h)
       dw[h] = _mm256_cvtph_ps(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(wd + b * kRowGroup + 8 * h)));
     for (int c = 0; c < C; ++c) {
-      const __m256 sa = _mm256_set1_ps(as[c][b]), co = _mm256_set1_ps(ac[c][b]);
+      const __m256 sa = _mm256_set1_ps(act.scale[c][b]), co = _mm256_set1_ps(act.corr[c][b]);
       for (int h = 0; h < 2; ++h) {
         const __m256 f =
             _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(sum[c][h], ones)), sa, co);
@@ -633,23 +680,25 @@ double ExpSum(float* x, int n, float shift) {
 }  // namespace
 
 const CpuKernels* Avx2Kernels() {
-  static const CpuKernels k{"avx2",
-                            DotF32,
-                            DotBf16F32,
-                            Bf16ToF32Row,
-                            AxpyF32,
-                            QuantizeRowQ8,
-                            QuantizeRowQ8W,
-                            QuantizeRowQ4W,
-                            MatMulQ8,
-                            MatMulQ4,
-                            MatMulBf16,
-                            GeluTanhMulRow,
-                            ExpSum,
-                            AttnScores,
-                            AttnValues,
-                            WeightLayout::kRows,
-                            WeightLayout::kRowGroups16};
+  static const CpuKernels k{
+      .name = "avx2",
+      .dot_f32 = DotF32,
+      .dot_bf16_f32 = DotBf16F32,
+      .bf16_to_f32 = Bf16ToF32Row,
+      .axpy_f32 = AxpyF32,
+      .quantize_row_q8 = QuantizeRowQ8,
+      .quantize_row_q8w = QuantizeRowQ8W,
+      .quantize_row_q4w = QuantizeRowQ4W,
+      .matmul_q8 = MatMulQ8,
+      .matmul_q4 = MatMulQ4,
+      .matmul_bf16 = MatMulBf16,
+      .gelu_tanh_mul = GeluTanhMulRow,
+      .exp_sum = ExpSum,
+      .attn_scores = AttnScores,
+      .attn_values = AttnValues,
+      .q8_layout = WeightLayout::kRowGroups16,
+      .q4_layout = WeightLayout::kRowGroups16,
+  };
   return &k;
 }
 

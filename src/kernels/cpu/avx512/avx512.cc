@@ -40,17 +40,10 @@ inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
   const __m512i one = _mm512_set1_epi32(1);
   const uint8_t* wq[R];
   const uint16_t* wd[R];
-  const int8_t* aq[C];
-  const float* as[C];
-  const float* ac[C];
+  const ActivationRows<C> act(x, i);
   for (int a = 0; a < R; ++a) {
     wq[a] = w.quants(r + a);
     wd[a] = w.scales(r + a);
-  }
-  for (int c = 0; c < C; ++c) {
-    aq[c] = x.q + static_cast<int64_t>(i + c) * x.cols;
-    as[c] = x.scale + static_cast<int64_t>(i + c) * nb;
-    ac[c] = x.corr + static_cast<int64_t>(i + c) * nb;
   }
   __m512 acc[R][C];
   for (int a = 0; a < R; ++a)
@@ -61,8 +54,8 @@ inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
     const __mmask16 k = FirstLanes(m);
     __m512 dx[C], cx[C];
     for (int c = 0; c < C; ++c) {
-      dx[c] = _mm512_maskz_loadu_ps(k, as[c] + g);
-      cx[c] = _mm512_maskz_loadu_ps(k, ac[c] + g);
+      dx[c] = _mm512_maskz_loadu_ps(k, act.scale[c] + g);
+      cx[c] = _mm512_maskz_loadu_ps(k, act.corr[c] + g);
     }
     for (int a = 0; a < R; ++a) {
       if (C == 1) PrefetchAhead(wd[a] + g);
@@ -84,8 +77,8 @@ inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
         hi[a] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
       }
       for (int c = 0; c < C; ++c) {
-        const __m512i x_lo = ActivationPair(aq[c], g + j, g + j + 2);
-        const __m512i x_hi = ActivationPair(aq[c], g + j + 1, g + j + 3);
+        const __m512i x_lo = ActivationPair(act.q[c], g + j, g + j + 2);
+        const __m512i x_hi = ActivationPair(act.q[c], g + j + 1, g + j + 3);
         for (int a = 0; a < R; ++a) {
           const __m512i p_lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[a], x_lo);
           const __m512i p_hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi[a], x_hi);
@@ -107,7 +100,7 @@ inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
         const __m512i nib = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_and_si256(v, low16)),
                                                _mm256_and_si256(_mm256_srli_epi16(v, 4), low16), 1);
         for (int c = 0; c < C; ++c) {
-          const __m512i xv = ActivationPair(aq[c], g + j, g + j + 1);
+          const __m512i xv = ActivationPair(act.q[c], g + j, g + j + 1);
           const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib, xv);
           acc[a][c] =
               _mm512_fmadd_ps(_mm512_cvtepi32_ps(p),
@@ -132,17 +125,10 @@ inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
   const __m512 sixteen = _mm512_set1_ps(16.0f);
   const int8_t* wq[R];
   const uint16_t* wd[R];
-  const int8_t* aq[C];
-  const float* as[C];
-  const float* ac[C];
+  const ActivationRows<C> act(x, i);
   for (int a = 0; a < R; ++a) {
     wq[a] = reinterpret_cast<const int8_t*>(w.quants(r + a));
     wd[a] = w.scales(r + a);
-  }
-  for (int c = 0; c < C; ++c) {
-    aq[c] = x.q + static_cast<int64_t>(i + c) * x.cols;
-    as[c] = x.scale + static_cast<int64_t>(i + c) * nb;
-    ac[c] = x.corr + static_cast<int64_t>(i + c) * nb;
   }
   __m512 acc[R][C];
   for (int a = 0; a < R; ++a)
@@ -153,8 +139,8 @@ inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
     const __mmask16 k = FirstLanes(m);
     __m512 dx[C], cx[C];
     for (int c = 0; c < C; ++c) {
-      dx[c] = _mm512_maskz_loadu_ps(k, as[c] + g);
-      cx[c] = _mm512_mul_ps(sixteen, _mm512_maskz_loadu_ps(k, ac[c] + g));
+      dx[c] = _mm512_maskz_loadu_ps(k, act.scale[c] + g);
+      cx[c] = _mm512_mul_ps(sixteen, _mm512_maskz_loadu_ps(k, act.corr[c] + g));
     }
     for (int a = 0; a < R; ++a) {
       if (C == 1) PrefetchAhead(wd[a] + g);
@@ -173,7 +159,7 @@ inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
         wu[a] = _mm512_xor_si512(_mm512_loadu_si512(wq[a] + (g + j) * kQuantBlock), sign_bit);
       }
       for (int c = 0; c < C; ++c) {
-        const __m512i xv = _mm512_loadu_si512(aq[c] + (g + j) * kQuantBlock);
+        const __m512i xv = _mm512_loadu_si512(act.q[c] + (g + j) * kQuantBlock);
         for (int a = 0; a < R; ++a) {
           const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wu[a], xv);
           acc[a][c] =
@@ -189,7 +175,7 @@ inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
         const __m512i wu = _mm512_xor_si512(
             _mm512_maskz_loadu_epi8(half, wq[a] + (g + j) * kQuantBlock), sign_bit);
         for (int c = 0; c < C; ++c) {
-          const __m512i xv = _mm512_maskz_loadu_epi8(half, aq[c] + (g + j) * kQuantBlock);
+          const __m512i xv = _mm512_maskz_loadu_epi8(half, act.q[c] + (g + j) * kQuantBlock);
           const __m512i p =
               _mm512_dpbusd_epi32(_mm512_setzero_si512(), wu, xv);  // high lanes: 128 * 0
           acc[a][c] =
@@ -218,21 +204,14 @@ inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int 
   const uint16_t* wd = w.scales(r);
   const __m512i low_nibbles = _mm512_set1_epi8(0x0f);
   const float corr_scale = kIsQ4 ? 1.0f : 16.0f;
-  const int8_t* aq[C];
-  const float* as[C];
-  const float* ac[C];
-  for (int c = 0; c < C; ++c) {
-    aq[c] = x.q + static_cast<int64_t>(i + c) * x.cols;
-    as[c] = x.scale + static_cast<int64_t>(i + c) * nb;
-    ac[c] = x.corr + static_cast<int64_t>(i + c) * nb;
-  }
+  const ActivationRows<C> act(x, i);
   __m512 acc[C];
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int b = 0; b < nb; ++b) {
     const uint8_t* p = wq + static_cast<size_t>(b) * kBlockBytes;
     __m512i ws[8];
     for (int v = 0; v < kBlockBytes / 64; ++v) {
-      if (C == 1) PrefetchAhead(p + 64 * v);
+      if (C == 1) PrefetchAhead<kGroupPrefetchBytes>(p + 64 * v);
       const __m512i bytes = _mm512_loadu_si512(p + 64 * v);
       if constexpr (kIsQ4) {
         ws[v] = _mm512_and_si512(bytes, low_nibbles);
@@ -241,11 +220,12 @@ inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int 
         ws[v] = bytes;
       }
     }
-    if (C == 1 && b % 2 == 0) PrefetchAhead(wd + b * kRowGroup);  // 64 bytes: 2 blocks' scales
+    if (C == 1 && b % 2 == 0)
+      PrefetchAhead<kGroupPrefetchBytes>(wd + b * kRowGroup);  // 64 bytes: 2 blocks' scales
     const __m512 dw =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd + b * kRowGroup)));
     for (int c = 0; c < C; ++c) {
-      const int8_t* a = aq[c] + b * kQuantBlock;
+      const int8_t* a = act.q[c] + b * kQuantBlock;
       int32_t dword[8];
       std::memcpy(dword, a, sizeof dword);
       // Two chains of 4: half the latency before the conversion.
@@ -255,8 +235,8 @@ inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int 
         sum1 = _mm512_dpbusd_epi32(sum1, ws[v + 4], _mm512_set1_epi32(dword[v + 4]));
       }
       const __m512i sum = _mm512_add_epi32(sum0, sum1);
-      const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(as[c][b]),
-                                       _mm512_set1_ps(corr_scale * ac[c][b]));
+      const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(act.scale[c][b]),
+                                       _mm512_set1_ps(corr_scale * act.corr[c][b]));
       acc[c] = _mm512_fmadd_ps(dw, f, acc[c]);
     }
   }
