@@ -97,7 +97,7 @@ Result<std::unique_ptr<ModelWeights>> LoadRankWeights(const ModelPlan& full, con
                                                       const LoadOptions& options = {});
 
 // Reorders the q8/q4 matrices into the layout the active kernels read fastest (row groups for
-// AVX-512 VNNI q8/q4 and AVX2 q4; kernels/quantize.h), in place, or into owned memory for a packed
+// the AVX-512 VNNI and AVX2 q8/q4 tables; kernels/quantize.h), in place, or into owned memory for a packed
 // artifact's read-only mapping. Nothing to do for kernels that read the row-major layout.
 void ToKernelLayout(ModelWeights* w, ThreadPool* pool);
 
