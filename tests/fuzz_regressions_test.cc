@@ -24,7 +24,8 @@ using nlohmann::json;
 // chat_output_fuzz: a tool call whose arguments hold invalid UTF-8 made json::dump throw out of
 // the output parser. Now the bytes become U+FFFD and the call is still returned.
 TEST(FuzzRegression, ToolCallArgumentsWithInvalidUtf8DoNotThrow) {
-  const std::string text = "<|tool_call>call:f{a\xff:[1,true,null],b:<|\"|>x\xc3<|\"|>}<tool_call|>";
+  const std::string text =
+      "<|tool_call>call:f{a\xff:[1,true,null],b:<|\"|>x\xc3<|\"|>}<tool_call|>";
   ChatOutput out;
   ASSERT_NO_THROW(out = ParseGemma4Output(text));
   ASSERT_EQ(out.tool_calls.size(), 1u);
@@ -221,7 +222,8 @@ TEST(FuzzRegression, PackMetaOfTheWrongTypeIsALoadError) {
   };
   const std::vector<Case> cases = {
       {"quant is a number", [](json& t) { t["meta"]["quant"] = 5; }, "unknown weight format 5"},
-      {"tp is a string", [](json& t) { t["meta"]["tp"] = "1"; }, "tp in the artifact's meta is \"1\""},
+      {"tp is a string", [](json& t) { t["meta"]["tp"] = "1"; },
+       "tp in the artifact's meta is \"1\""},
       {"embed_scale too large", [](json& t) { t["meta"]["embed_scale"] = 1e300; }, "embed_scale"},
       {"ple_scale is null", [](json& t) { t["meta"]["ple_scale"] = nullptr; }, "ple_scale"},
       {"rows too large", [&](json& t) { first_matrix(t)["rows"] = 1e300; }, "the plan needs"},
@@ -243,6 +245,26 @@ TEST(FuzzRegression, PackMetaOfTheWrongTypeIsALoadError) {
     ASSERT_FALSE(loaded.ok());
     EXPECT_NE(loaded.status().message().find(c.expect), std::string::npos)
         << loaded.status().message();
+  }
+}
+
+// pack_fuzz: verifying a zero-byte section hashed an empty list of chunk hashes, whose data()
+// is null, and Xxh64 formed null + 8 (undefined; UBSan stops here). Now it counts bytes left.
+TEST(FuzzRegression, EmptySectionVerifiesWithoutNullArithmetic) {
+  EXPECT_EQ(Xxh64(nullptr, 0), 0xEF46DB3751D8E999ULL);  // XXH64 of the empty input
+  EXPECT_EQ(ChunkedChecksum(nullptr, 0), ChunkedChecksum("", 0));
+  const std::string path = TestTempDir("pack_empty_section") + "/a.g4";
+  auto w = PackWriter::Create(path);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->AddText("empty", "").ok());
+  ASSERT_TRUE((*w)->AddText("full", "some bytes").ok());
+  ASSERT_TRUE((*w)->Commit({{"quant", "bf16"}}).ok());
+  auto pack = PackFile::Open(path);
+  ASSERT_TRUE(pack.ok()) << pack.status().message();
+  ASSERT_EQ((*pack)->sections().size(), 2u);
+  for (const PackSection& section : (*pack)->sections()) {
+    Status st = (*pack)->Verify(section);
+    EXPECT_TRUE(st.ok()) << section.name << ": " << st.message();
   }
 }
 

@@ -37,19 +37,21 @@ inline uint64_t MergeRound(uint64_t acc, uint64_t val) {
 }  // namespace
 
 uint64_t Xxh64(const void* data, size_t bytes, uint64_t seed) {
+  // Walks by counting the bytes left, never by comparing p + k with an end pointer: an empty
+  // input may come with a null pointer (an empty vector's data()), and null + 8 is undefined.
   const uint8_t* p = static_cast<const uint8_t*>(data);
-  const uint8_t* const end = p + bytes;
+  size_t left = bytes;
   uint64_t h;
-  if (bytes >= 32) {
+  if (left >= 32) {
     uint64_t v1 = seed + kP1 + kP2, v2 = seed + kP2, v3 = seed, v4 = seed - kP1;
-    const uint8_t* const limit = end - 32;
     do {
       v1 = Round(v1, Read64(p));
       v2 = Round(v2, Read64(p + 8));
       v3 = Round(v3, Read64(p + 16));
       v4 = Round(v4, Read64(p + 24));
       p += 32;
-    } while (p <= limit);
+      left -= 32;
+    } while (left >= 32);
     h = Rotl(v1, 1) + Rotl(v2, 7) + Rotl(v3, 12) + Rotl(v4, 18);
     h = MergeRound(h, v1);
     h = MergeRound(h, v2);
@@ -59,20 +61,19 @@ uint64_t Xxh64(const void* data, size_t bytes, uint64_t seed) {
     h = seed + kP5;
   }
   h += static_cast<uint64_t>(bytes);
-  while (p + 8 <= end) {
+  for (; left >= 8; left -= 8, p += 8) {
     h ^= Round(0, Read64(p));
     h = Rotl(h, 27) * kP1 + kP4;
-    p += 8;
   }
-  if (p + 4 <= end) {
+  if (left >= 4) {
     h ^= static_cast<uint64_t>(Read32(p)) * kP1;
     h = Rotl(h, 23) * kP2 + kP3;
     p += 4;
+    left -= 4;
   }
-  while (p < end) {
+  for (; left > 0; --left, ++p) {
     h ^= static_cast<uint64_t>(*p) * kP5;
     h = Rotl(h, 11) * kP1;
-    ++p;
   }
   h ^= h >> 33;
   h *= kP2;
@@ -82,7 +83,9 @@ uint64_t Xxh64(const void* data, size_t bytes, uint64_t seed) {
   return h;
 }
 
-size_t ChecksumChunks(size_t bytes) { return (bytes + kChecksumChunkBytes - 1) / kChecksumChunkBytes; }
+size_t ChecksumChunks(size_t bytes) {
+  return (bytes + kChecksumChunkBytes - 1) / kChecksumChunkBytes;
+}
 
 uint64_t ChunkHash(const void* data, size_t bytes, size_t chunk) {
   const size_t begin = chunk * kChecksumChunkBytes;
