@@ -4,8 +4,10 @@
 //   ./g4_microbench --benchmark_filter=Decode
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/half.h"
@@ -59,7 +61,8 @@ void BM_Decode(benchmark::State& state) {
 void BM_Prefill(benchmark::State& state) {
   const WeightType type = static_cast<WeightType>(state.range(0));
   const bool down = state.range(3) == 1;
-  const int n = static_cast<int>(state.range(1)), rows = down ? 1536 : 6144, cols = down ? 6144 : 1536;
+  const int n = static_cast<int>(state.range(1)), rows = down ? 1536 : 6144,
+            cols = down ? 6144 : 1536;
   Fixture f = MakeMatrix(type, rows, cols);
   ThreadPool pool(static_cast<int>(state.range(2)));
   std::vector<float> x(static_cast<size_t>(n) * cols, 0.25f), y(static_cast<size_t>(n) * rows);
@@ -85,12 +88,55 @@ void BM_QuantizeActivations(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * cols * 4);
 }
 
+// One KV head's attention for 8 query heads at one decode position, one thread: the E2B shapes
+// (head dim 256 over the 512-key sliding window, 512 over a long full-attention context).
+// range(0): head dim, range(1): keys, range(2): 0 = scores (q . K), 1 = values (p V),
+// range(3): distinct K/V buffers cycled through (1: cache-resident; 96: ~200-800 MB, as in decode,
+// where the weights streamed between layers evict the cache). Reported as K or V bytes per second
+// and GFLOP/s.
+void BM_Attention(benchmark::State& state) {
+  const int hd = static_cast<int>(state.range(0)), len = static_cast<int>(state.range(1));
+  const bool values = state.range(2) == 1;
+  const int copies = static_cast<int>(state.range(3)), nq = 8;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  const size_t kv_floats = static_cast<size_t>(len) * hd;
+  std::vector<float> kv(kv_floats * copies), q(static_cast<size_t>(nq) * hd),
+      s(static_cast<size_t>(nq) * len), o(static_cast<size_t>(nq) * hd);
+  for (float& x : kv) x = nd(rng);
+  for (float& x : q) x = nd(rng);
+  for (float& x : s) x = std::abs(nd(rng)) / len;
+  const CpuKernels& k = ActiveKernels();
+  int copy = 0;
+  for (auto _ : state) {
+    const float* rows = kv.data() + kv_floats * copy;
+    if (values)
+      k.attn_values(s.data(), len, nq, rows, hd, len, hd, o.data(), hd);
+    else
+      k.attn_scores(q.data(), nq, hd, rows, hd, len, hd, s.data(), len);
+    benchmark::DoNotOptimize(values ? o.data() : s.data());
+    copy = (copy + 1) % copies;
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * kv_floats * sizeof(float));
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * nq * len * hd * state.iterations() / 1e9,
+                                                 benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(k.name) + (values ? " values" : " scores"));
+}
+
 constexpr int kBf16 = static_cast<int>(WeightType::kBF16), kQ8 = static_cast<int>(WeightType::kQ8),
               kQ4 = static_cast<int>(WeightType::kQ4);
 
-BENCHMARK(BM_Decode)->ArgsProduct({{kBf16, kQ8, kQ4}, {1, 2}})->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Prefill)->ArgsProduct({{kBf16, kQ8, kQ4}, {64, 256}, {1, 2}, {0, 1}})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Decode)
+    ->ArgsProduct({{kBf16, kQ8, kQ4}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Prefill)
+    ->ArgsProduct({{kBf16, kQ8, kQ4}, {64, 256}, {1, 2}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_QuantizeActivations);
+BENCHMARK(BM_Attention)->ArgsProduct({{256}, {512}, {0, 1}, {1, 96}})->UseRealTime();
+BENCHMARK(BM_Attention)->ArgsProduct({{512}, {2048}, {0, 1}, {1, 96}})->UseRealTime();
 
 }  // namespace
 }  // namespace g4

@@ -131,5 +131,31 @@ TEST(Cli, BenchTpRunsTheRanksAndReportsCommunication) {
   EXPECT_GT(j2["decode_tok_s"].get<double>(), 0);
 }
 
+// Decode contexts are measured round by round (each round visits every context), and a context
+// listed twice is one entry holding the better of its measurements; the text report lists the
+// contexts in the order given.
+TEST(Cli, BenchMeasuresEveryContextOnceInOrder) {
+  const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
+  const std::string flags = " --model " + dir +
+                            " --threads 1 --prefill 8 --contexts 12 0 12 --decode-tokens 3 "
+                            "--reps 2 --chunk 8 --mem-bw-mib 16";
+  RunResult json_run = RunG4("bench" + flags + " --json", /*merge_stderr=*/false);
+  ASSERT_EQ(json_run.exit_code, 0) << json_run.output;
+  const auto j = nlohmann::json::parse(json_run.output);
+  const auto& by_ctx = j["decode_tok_s_by_ctx"];
+  ASSERT_EQ(by_ctx.size(), 2u) << by_ctx.dump();
+  EXPECT_GT(by_ctx["0"].get<double>(), 0);
+  EXPECT_GT(by_ctx["12"].get<double>(), 0);
+  EXPECT_EQ(j["decode_tok_s"], by_ctx["0"]);
+  RunResult text = RunG4("bench" + flags);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  const size_t at12 = text.output.find("decode at ctx 12:"),
+               at0 = text.output.find("decode at ctx 0:");
+  ASSERT_NE(at12, std::string::npos) << text.output;
+  ASSERT_NE(at0, std::string::npos) << text.output;
+  EXPECT_LT(at12, at0);
+  EXPECT_EQ(text.output.find("decode at ctx 12:", at12 + 1), std::string::npos) << text.output;
+}
+
 }  // namespace
 }  // namespace g4

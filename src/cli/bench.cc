@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -132,17 +133,9 @@ Bandwidth MeasureBandwidth(ThreadPool& pool, int array_mib) {
 
 // The weight matrices one decoded token multiplies by (the tied LM head in full).
 std::vector<std::pair<const uint8_t*, size_t>> DecodeMatrices(const Model& model) {
-  const ModelWeights& w = model.weights();
   std::vector<std::pair<const uint8_t*, size_t>> spans;
-  auto add = [&](const WeightMatrix& m) {
-    if (!m.empty()) spans.push_back({static_cast<const uint8_t*>(m.data), m.bytes});
-  };
-  add(w.embed);
-  add(w.ple_model_projection);
-  for (const LayerWeights& l : w.layers)
-    for (const WeightMatrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj,
-                                  &l.up_proj, &l.down_proj, &l.ple_gate, &l.ple_projection})
-      add(*m);
+  for (const WeightMatrix* m : model.weights().Matrices())
+    if (!m->empty()) spans.push_back({static_cast<const uint8_t*>(m->data), m->bytes});
   return spans;
 }
 
@@ -302,9 +295,12 @@ int RunBench(int argc, char** argv) {
     // ranks would compete for the bus.
     const auto decode_spans = DecodeMatrices(model);
     double weight_read_gb_s = 0;
-    for (int ctx : contexts) {
-      double best = 0, best_comm = 0;
-      for (int r = 0; r < reps; ++r) {
+    // Rounds outermost: each round measures every context once, so a drift of the VM's speed
+    // lands on all contexts alike and the ratios between them (ctx 2048 / ctx 0) stay fair.
+    std::vector<double> best(contexts.size(), 0.0), best_comm(contexts.size(), 0.0);
+    for (int r = 0; r < reps; ++r) {
+      for (size_t ci = 0; ci < contexts.size(); ++ci) {
+        const int ctx = contexts[ci];
         cache.Reset();
         if (ctx > 0)
           G4_RETURN_IF_ERROR(PrefillSeconds(model, cache, act, logits,
@@ -313,19 +309,29 @@ int RunBench(int argc, char** argv) {
         const double c0 = comm_seconds();
         const int64_t calls0 = comm_calls();
         G4_ASSIGN_OR_RETURN(double tps, Decode(model, cache, act, logits, ids[ctx], decode_tokens));
-        if (tps > best) {
-          best = tps;
-          best_comm = comm_seconds() - c0;
+        if (tps > best[ci]) {
+          best[ci] = tps;
+          best_comm[ci] = comm_seconds() - c0;
         }
         collectives_per_token = static_cast<double>(comm_calls() - calls0) / decode_tokens;
         if (!comm)
           weight_read_gb_s =
               std::max(weight_read_gb_s, ReadGbPerSecond(decode_spans, model.pool(), 2));
       }
-      decode[std::to_string(ctx)] = best;
-      decode_comm[std::to_string(ctx)] = best_comm * 1e3 / decode_tokens;
-      if (!json_out && IsOutputRank(comm))
-        std::fprintf(stderr, "decode at ctx %d: %.2f tok/s\n", ctx, best);
+    }
+    for (size_t ci = 0; ci < contexts.size(); ++ci) {
+      // A context listed twice keeps its best over both.
+      const std::string key = std::to_string(contexts[ci]);
+      if (decode.contains(key) && decode[key].get<double>() >= best[ci]) continue;
+      decode[key] = best[ci];
+      decode_comm[key] = best_comm[ci] * 1e3 / decode_tokens;
+    }
+    if (!json_out && IsOutputRank(comm)) {
+      std::set<int> printed;
+      for (int ctx : contexts)
+        if (printed.insert(ctx).second)
+          std::fprintf(stderr, "decode at ctx %d: %.2f tok/s\n", ctx,
+                       decode[std::to_string(ctx)].get<double>());
     }
     if (!IsOutputRank(comm)) return OkStatus();
     j["decode_tok_s_by_ctx"] = decode;

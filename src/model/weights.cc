@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <utility>
 
 #include "base/half.h"
 #include "base/thread_pool.h"
@@ -136,12 +137,19 @@ uint8_t* ModelWeights::Allocate(size_t bytes) {
   return buffers.back().get();
 }
 
-std::vector<WeightMatrix*> ModelWeights::Matrices() {
-  std::vector<WeightMatrix*> out = {&embed, &ple_model_projection};
-  for (LayerWeights& l : layers)
-    for (WeightMatrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj, &l.up_proj,
-                            &l.down_proj, &l.ple_gate, &l.ple_projection})
+std::vector<const WeightMatrix*> ModelWeights::Matrices() const {
+  std::vector<const WeightMatrix*> out = {&embed, &ple_model_projection};
+  for (const LayerWeights& l : layers)
+    for (const WeightMatrix* m : {&l.q_proj, &l.k_proj, &l.v_proj, &l.o_proj, &l.gate_proj,
+                                  &l.up_proj, &l.down_proj, &l.ple_gate, &l.ple_projection})
       out.push_back(m);
+  return out;
+}
+
+std::vector<WeightMatrix*> ModelWeights::Matrices() {
+  std::vector<WeightMatrix*> out;
+  for (const WeightMatrix* m : std::as_const(*this).Matrices())
+    out.push_back(const_cast<WeightMatrix*>(m));  // *this is not const: the slots are ours
   return out;
 }
 

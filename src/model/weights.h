@@ -66,7 +66,9 @@ struct ModelWeights {
   std::vector<std::unique_ptr<uint8_t[], AlignedDelete>> buffers;
   // A new owned buffer (counted in resident_bytes), 2 MiB pages when large.
   uint8_t* Allocate(size_t bytes);
-  // Every matrix slot (empty ones included).
+  // Every matrix slot (empty ones included): the embedding (also the tied LM head), the PLE
+  // model projection, then each layer's.
+  std::vector<const WeightMatrix*> Matrices() const;
   std::vector<WeightMatrix*> Matrices();
   // A packed artifact (model/packed_model.h) the matrices point into; null for a checkpoint.
   std::shared_ptr<const void> artifact;
@@ -97,8 +99,8 @@ Result<std::unique_ptr<ModelWeights>> LoadRankWeights(const ModelPlan& full, con
                                                       const LoadOptions& options = {});
 
 // Reorders the q8/q4 matrices into the layout the active kernels read fastest (row groups for
-// the AVX-512 VNNI and AVX2 q8/q4 tables; kernels/quantize.h), in place, or into owned memory for a packed
-// artifact's read-only mapping. Nothing to do for kernels that read the row-major layout.
+// the AVX-512 VNNI and AVX2 q8/q4 tables; kernels/quantize.h), in place, or into owned memory for a
+// packed artifact's read-only mapping. Nothing to do for kernels that read the row-major layout.
 void ToKernelLayout(ModelWeights* w, ThreadPool* pool);
 
 // Parameter counts for `g4 inspect` (spec §7), derived from the plan.
