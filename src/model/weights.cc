@@ -127,12 +127,7 @@ float RoundToDType(double v, DType dtype) {
 }  // namespace
 
 uint8_t* ModelWeights::Allocate(size_t bytes) {
-  // Decode streams every matrix once per token: on 2 MiB pages the TLB no longer misses every
-  // 4 KiB (where THP is "madvise", as on the dev VMs, only an madvise'd range gets them).
-  const size_t align = bytes >= kHugePage ? kHugePage : kBufferAlign;
-  uint8_t* p = new (std::align_val_t(align)) uint8_t[bytes];
-  buffers.emplace_back(p, AlignedDelete{align});
-  if (align == kHugePage) madvise(p, bytes, MADV_HUGEPAGE);  // a hint: failure is harmless
+  buffers.push_back(AllocateStreamed(bytes));
   resident_bytes += static_cast<int64_t>(bytes);
   return buffers.back().get();
 }

@@ -4,11 +4,11 @@
 
 #include <cstdint>
 #include <memory>
-#include <new>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "base/streamed_buffer.h"
 #include "base/thread_pool.h"
 #include "io/safetensors.h"
 #include "kernels/weight_matrix.h"
@@ -54,17 +54,8 @@ struct ModelWeights {
 
   // Keeps the mapped files (PLE table) and the owned buffers alive.
   std::unique_ptr<TensorStore> store;
-  // 64-byte aligned (SIMD tiles), 2 MiB for large buffers (transparent huge pages): freed with
-  // the matching aligned delete[] (ASan reports a new-delete-type-mismatch otherwise, and it is
-  // undefined behaviour).
-  struct AlignedDelete {
-    size_t align = kBufferAlign;
-    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t(align)); }
-  };
-  static constexpr size_t kBufferAlign = 64;
-  static constexpr size_t kHugePage = size_t{2} << 20;
-  std::vector<std::unique_ptr<uint8_t[], AlignedDelete>> buffers;
-  // A new owned buffer (counted in resident_bytes), 2 MiB pages when large.
+  std::vector<StreamedBuffer> buffers;
+  // A new owned buffer (counted in resident_bytes; base/streamed_buffer.h).
   uint8_t* Allocate(size_t bytes);
   // Every matrix slot (empty ones included): the embedding (also the tied LM head), the PLE
   // model projection, then each layer's.

@@ -1,6 +1,7 @@
 #include "runtime/kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace g4 {
 
@@ -11,14 +12,18 @@ KvCache::KvCache(const ModelPlan& plan, int max_context, int max_chunk)
     const LayerPlan& lp = plan.layers[layer];
     Slot s;
     s.kv_dim = lp.kv_dim();
-    s.capacity = lp.is_sliding() ? std::min(max_context_, lp.window + max_chunk_ - 1) : max_context_;
+    s.capacity =
+        lp.is_sliding() ? std::min(max_context_, lp.window + max_chunk_ - 1) : max_context_;
     s.window = lp.is_sliding() ? lp.window : 0;
     s.offset = total;
     total += static_cast<size_t>(s.capacity) * s.kv_dim;
     slots_.push_back(s);
   }
-  keys_.reset(new float[std::max<size_t>(total, 1)]());
-  values_.reset(new float[std::max<size_t>(total, 1)]());
+  for (StreamedBuffer* buffer : {&keys_, &values_}) {
+    const size_t bytes = std::max<size_t>(total, 1) * sizeof(float);
+    *buffer = AllocateStreamed(bytes);
+    std::memset(buffer->get(), 0, bytes);  // after the madvise: the first touch takes huge pages
+  }
   bytes_ = 2 * total * sizeof(float);
 }
 
@@ -28,7 +33,8 @@ size_t KvCache::BytesFor(const ModelPlan& plan, int max_context, int max_chunk) 
   size_t total = 0;
   for (int layer : plan.kv_owners) {
     const LayerPlan& lp = plan.layers[layer];
-    const int capacity = lp.is_sliding() ? std::min(max_context, lp.window + max_chunk - 1) : max_context;
+    const int capacity =
+        lp.is_sliding() ? std::min(max_context, lp.window + max_chunk - 1) : max_context;
     total += static_cast<size_t>(capacity) * lp.kv_dim();
   }
   return 2 * total * sizeof(float);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/streamed_buffer.h"
 #include "model/plan.h"
 
 namespace g4 {
@@ -33,8 +34,12 @@ class KvCache {
   // Row of kv_dim floats for position pos in owner cache `kv_slot`.
   float* K(int kv_slot, int64_t pos) { return Row(keys_, kv_slot, pos); }
   float* V(int kv_slot, int64_t pos) { return Row(values_, kv_slot, pos); }
-  const float* K(int kv_slot, int64_t pos) const { return const_cast<KvCache*>(this)->K(kv_slot, pos); }
-  const float* V(int kv_slot, int64_t pos) const { return const_cast<KvCache*>(this)->V(kv_slot, pos); }
+  const float* K(int kv_slot, int64_t pos) const {
+    return const_cast<KvCache*>(this)->K(kv_slot, pos);
+  }
+  const float* V(int kv_slot, int64_t pos) const {
+    return const_cast<KvCache*>(this)->V(kv_slot, pos);
+  }
   // Floats from one position's row to the next, and how many positions from `pos` on are stored
   // consecutively (a sliding ring wraps to its start after its last slot).
   int64_t RowStride(int kv_slot) const { return slots_[kv_slot].kv_dim; }
@@ -53,16 +58,18 @@ class KvCache {
     int kv_dim = 0;
     size_t offset = 0;  // into keys_/values_, in floats
   };
-  float* Row(std::unique_ptr<float[]>& base, int kv_slot, int64_t pos) {
+  float* Row(StreamedBuffer& base, int kv_slot, int64_t pos) {
     const Slot& s = slots_[kv_slot];
-    return base.get() + s.offset + static_cast<size_t>(pos % s.capacity) * s.kv_dim;
+    return reinterpret_cast<float*>(base.get()) + s.offset +
+           static_cast<size_t>(pos % s.capacity) * s.kv_dim;
   }
 
   int max_context_;
   int max_chunk_;
   int64_t n_past_ = 0;
   std::vector<Slot> slots_;
-  std::unique_ptr<float[]> keys_, values_;
+  // Attention reads a long context's rows every token: huge pages spare a TLB miss per 4 KiB.
+  StreamedBuffer keys_, values_;
   size_t bytes_ = 0;
 };
 
