@@ -131,9 +131,8 @@ TEST(Cli, BenchTpRunsTheRanksAndReportsCommunication) {
   EXPECT_GT(j2["decode_tok_s"].get<double>(), 0);
 }
 
-// Decode contexts are measured round by round (each round visits every context), and a context
-// listed twice is one entry holding the better of its measurements; the text report lists the
-// contexts in the order given.
+// Decode contexts are measured round by round (each round visits every context); a context
+// listed twice is measured and reported once, and the text report keeps the order given.
 TEST(Cli, BenchMeasuresEveryContextOnceInOrder) {
   const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
   const std::string flags = " --model " + dir +

@@ -5,13 +5,13 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -227,6 +227,12 @@ int RunBench(int argc, char** argv) {
     if (v < 1) return Fail("bench", Status::Error("--prefill lengths must be >= 1"));
   for (int v : contexts)
     if (v < 0) return Fail("bench", Status::Error("--contexts must be >= 0"));
+  // A context listed twice is measured once per round like the others (--reps adds samples).
+  std::vector<int> unique_contexts;
+  for (int v : contexts)
+    if (std::find(unique_contexts.begin(), unique_contexts.end(), v) == unique_contexts.end())
+      unique_contexts.push_back(v);
+  contexts = unique_contexts;
 
   ModelOptions options;
   options.threads = threads;
@@ -320,18 +326,10 @@ int RunBench(int argc, char** argv) {
       }
     }
     for (size_t ci = 0; ci < contexts.size(); ++ci) {
-      // A context listed twice keeps its best over both.
-      const std::string key = std::to_string(contexts[ci]);
-      if (decode.contains(key) && decode[key].get<double>() >= best[ci]) continue;
-      decode[key] = best[ci];
-      decode_comm[key] = best_comm[ci] * 1e3 / decode_tokens;
-    }
-    if (!json_out && IsOutputRank(comm)) {
-      std::set<int> printed;
-      for (int ctx : contexts)
-        if (printed.insert(ctx).second)
-          std::fprintf(stderr, "decode at ctx %d: %.2f tok/s\n", ctx,
-                       decode[std::to_string(ctx)].get<double>());
+      decode[std::to_string(contexts[ci])] = best[ci];
+      decode_comm[std::to_string(contexts[ci])] = best_comm[ci] * 1e3 / decode_tokens;
+      if (!json_out && IsOutputRank(comm))
+        std::fprintf(stderr, "decode at ctx %d: %.2f tok/s\n", contexts[ci], best[ci]);
     }
     if (!IsOutputRank(comm)) return OkStatus();
     j["decode_tok_s_by_ctx"] = decode;
