@@ -111,7 +111,8 @@ TEST_F(SchedulerTest, BatchedGreedyEqualsAloneTokenForToken) {
     EXPECT_EQ(o.result.completion_tokens, max_new);
     EXPECT_EQ(o.result.prompt_tokens, static_cast<int>(prompts[i].size()));
   }
-  EXPECT_LT(scheduler.stats().steps, static_cast<uint64_t>(n * max_new)) << "sequences were not batched";
+  EXPECT_LT(scheduler.stats().steps, static_cast<uint64_t>(n * max_new))
+      << "sequences were not batched";
 
   // Fewer slots than sequences: the rest wait in the queue and join as slots free up.
   SchedulerOptions small = so;
@@ -162,16 +163,33 @@ TEST_F(SchedulerTest, CancelFreesTheSlotAtOnce) {
   so.max_queue = 4;
   Scheduler scheduler(*model_, so);
   Runner a, b;
+  // The engine thread stops inside the 10th token's callback until the test has cancelled, so
+  // the result does not depend on how fast the machine generates.
+  constexpr int kCancelAt = 10;
+  auto reached = std::make_shared<std::promise<void>>();
+  auto resume = std::make_shared<std::promise<void>>();
+  std::shared_future<void> resumed = resume->get_future().share();
   auto req = a.Request(Prompt(1, 5, 512), 100000);
+  auto record = req.on_token;
+  req.on_token = [record, reached, resumed, n = 0](const TokenInfo& t) mutable {
+    record(t);
+    if (++n == kCancelAt) {
+      reached->set_value();
+      resumed.wait();
+    }
+    return true;
+  };
   auto sub_a = scheduler.Submit(std::move(req));
   ASSERT_EQ(sub_a.admission, Admission::kAccepted);
   auto sub_b = scheduler.Submit(b.Request(Prompt(2, 5, 512), 3));
   ASSERT_EQ(sub_b.admission, Admission::kAccepted);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  reached->get_future().wait();
   sub_a.handle->Cancel();
+  resume->set_value();
   Outcome oa = a.future.get();
   EXPECT_EQ(oa.result.finish_reason, "cancelled");
-  EXPECT_LT(oa.result.completion_tokens, 500);
+  // Cancel takes effect at the next engine step: at most one more token.
+  EXPECT_LE(oa.result.completion_tokens, kCancelAt + 1);
   Outcome ob = b.future.get();
   EXPECT_EQ(ob.result.finish_reason, "length");
   EXPECT_EQ(ob.tokens.size(), 3u);
@@ -189,6 +207,13 @@ TEST_F(SchedulerTest, FullQueueRejectsAndTimeoutsEndClearly) {
   Runner a, b, c;
   auto long_req = a.Request(Prompt(3, 4, 512), 4000);
   long_req.timeout_seconds = 0.3;
+  // The first token's callback outlasts the deadline, so A times out however fast the engine is.
+  auto record = long_req.on_token;
+  long_req.on_token = [record, n = 0](const TokenInfo& t) mutable {
+    record(t);
+    if (++n == 1) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    return true;
+  };
   auto sub_a = scheduler.Submit(std::move(long_req));
   ASSERT_EQ(sub_a.admission, Admission::kAccepted);
   // Give the engine a moment to move A into the slot, so B is the one queued.
