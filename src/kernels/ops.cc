@@ -51,15 +51,16 @@ int AlignRows(const WeightMatrix& w, int rows) {
                                                 : rows;
 }
 
-// Decode (n = 1) streams W once: tasks of ~128 KiB, and at least 8 per thread so both threads
-// stay busy to the end and the dynamic queue absorbs a core slowed by a neighbour. (600 MB
-// q4/q8 matrix-vector on 2 threads, g4_microbench BM_Decode: 16-19 GB/s with 32 KiB tasks,
-// 23-27 GB/s with 128-256 KiB; the threads then alternate less often between rows.)
-int DecodeRowsPerTask(const WeightMatrix& w, int threads) {
+// Decode (n = 1) streams W once: tasks of up to ~128 KiB (600 MB q4/q8 matrix-vector on 2
+// threads, g4_microbench BM_Decode: 16-19 GB/s with 32 KiB tasks, 23-27 GB/s with 128-256 KiB; the
+// threads then alternate less often between rows), and at least 8 per thread over all the
+// matrices of one call, so both threads stay busy to the end and the dynamic queue absorbs a
+// core slowed by a neighbour. `call_bytes`: the weight bytes of the whole call.
+int DecodeRowsPerTask(const WeightMatrix& w, size_t call_bytes, int threads) {
   const size_t row_bytes = std::max<size_t>(1, WeightBytes(w.type, 1, w.cols));
-  int rows = static_cast<int>(std::clamp<size_t>(131072 / row_bytes, 4, 1024));
-  // At least ~8 tasks per thread so no thread waits long for the last one.
-  while (rows > 4 && (w.rows + rows - 1) / rows < 8 * threads) rows /= 2;
+  const size_t task_bytes = std::clamp<size_t>(
+      call_bytes / (8 * static_cast<size_t>(std::max(1, threads))), 16384, 131072);
+  const int rows = static_cast<int>(std::clamp<size_t>(task_bytes / row_bytes, 4, 1024));
   return AlignRows(w, std::max(4, rows / 4 * 4));
 }
 
@@ -77,75 +78,143 @@ int PrefillRowsPerTask(const WeightMatrix& w) {
 }  // namespace
 
 void MatMul(const WeightMatrix& w, const float* x, int n, float* y, ThreadPool& pool) {
+  const MatMulOutput out{&w, y};
+  MatMulShared(&out, 1, x, n, pool);
+}
+
+// All products share x: it is quantized once, and one ParallelFor covers every matrix's tasks,
+// so the small projections (E2B's k/v: 0.2 MB, a few microseconds) do not each pay a hand-off
+// between threads and a wait for the slowest task.
+void MatMulShared(const MatMulOutput* outs, int n_outs, const float* x, int n, ThreadPool& pool) {
+  if (n_outs <= 0 || n <= 0) return;
   const CpuKernels& k = ActiveKernels();
-  const int rows = w.rows, cols = w.cols;
-  const int rows_per_task = n == 1 ? DecodeRowsPerTask(w, pool.size()) : PrefillRowsPerTask(w);
-  const int64_t row_tasks = (rows + rows_per_task - 1) / rows_per_task;
+  int cols = 0;
+  for (int j = 0; j < n_outs && cols == 0; ++j) cols = outs[j].w->rows > 0 ? outs[j].w->cols : 0;
+  constexpr int kMaxOutputs = 4;
+  if (n_outs > kMaxOutputs) {
+    std::fprintf(stderr, "g4: internal error: MatMulShared takes at most %d matrices\n",
+                 kMaxOutputs);
+    std::abort();
+  }
+  // Task t of output j: W rows block t % row_tasks, x rows block t / row_tasks.
+  struct Job {
+    const WeightMatrix* w;
+    float* y;
+    int rows_per_task;
+    int64_t row_tasks, first_task;
+  };
+  Job jobs[kMaxOutputs];
+  int64_t n_tasks = 0;
+  bool quantized = false;
   const int x_tasks = (n + kXRowsPerTask - 1) / kXRowsPerTask;
-  // Task t: W rows block t % row_tasks, x rows block t / row_tasks.
-  struct Range {
-    int r0, r1, i0, i1;
-  };
-  auto range = [&](int64_t task) {
-    Range g;
-    g.r0 = static_cast<int>(task % row_tasks) * rows_per_task;
-    g.r1 = std::min(rows, g.r0 + rows_per_task);
-    g.i0 = static_cast<int>(task / row_tasks) * kXRowsPerTask;
-    g.i1 = std::min(n, g.i0 + kXRowsPerTask);
-    return g;
-  };
-  const int64_t n_tasks = row_tasks * x_tasks;
-  switch (w.type) {
-    case WeightType::kF32: {
-      const float* wd = static_cast<const float*>(w.data);
-      pool.ParallelFor(n_tasks, [&](int64_t task, int) {
-        const Range g = range(task);
-        for (int i = g.i0; i < g.i1; ++i)
-          for (int r = g.r0; r < g.r1; ++r)
+  size_t call_bytes = 0;
+  for (int j = 0; j < n_outs; ++j)
+    call_bytes += WeightBytes(outs[j].w->type, outs[j].w->rows, outs[j].w->cols);
+  int n_jobs = 0;
+  for (int j = 0; j < n_outs; ++j) {
+    const WeightMatrix& w = *outs[j].w;
+    if (w.rows == 0) continue;  // nothing on this rank
+    if (w.cols != cols) {
+      std::fprintf(stderr, "g4: internal error: MatMulShared given %d and %d columns\n", cols,
+                   w.cols);
+      std::abort();
+    }
+    if ((w.type == WeightType::kQ8 || w.type == WeightType::kQ4) &&
+        w.layout != WeightLayout::kRows && w.layout != k.LayoutFor(w.type)) {
+      std::fprintf(stderr, "g4: internal error: a row-group matrix given to the %s kernels\n",
+                   k.name);
+      std::abort();
+    }
+    quantized |= w.type == WeightType::kQ8 || w.type == WeightType::kQ4;
+    const int rows_per_task =
+        n == 1 ? DecodeRowsPerTask(w, call_bytes, pool.size()) : PrefillRowsPerTask(w);
+    const int64_t row_tasks = (w.rows + rows_per_task - 1) / rows_per_task;
+    jobs[n_jobs++] = Job{&w, outs[j].y, rows_per_task, row_tasks, n_tasks};
+    n_tasks += row_tasks * x_tasks;
+  }
+  if (n_tasks == 0) return;
+  const QuantizedRows xq = quantized ? QuantizeRows(x, n, cols, pool) : QuantizedRows{};
+  const int nb = cols / kQuantBlock;
+  pool.ParallelFor(n_tasks, [&](int64_t task, int) {
+    int j = n_jobs - 1;
+    while (task < jobs[j].first_task) --j;
+    const Job& job = jobs[j];
+    const WeightMatrix& w = *job.w;
+    const int64_t t = task - job.first_task;
+    const int rows = w.rows;
+    const int r0 = static_cast<int>(t % job.row_tasks) * job.rows_per_task;
+    const int r1 = std::min(rows, r0 + job.rows_per_task);
+    const int i0 = static_cast<int>(t / job.row_tasks) * kXRowsPerTask;
+    const int i1 = std::min(n, i0 + kXRowsPerTask);
+    float* y = job.y;
+    switch (w.type) {
+      case WeightType::kF32: {
+        const float* wd = static_cast<const float*>(w.data);
+        for (int i = i0; i < i1; ++i)
+          for (int r = r0; r < r1; ++r)
             y[static_cast<int64_t>(i) * rows + r] = k.dot_f32(
                 wd + static_cast<int64_t>(r) * cols, x + static_cast<int64_t>(i) * cols, cols);
-      });
-      return;
-    }
-    case WeightType::kBF16:
-      pool.ParallelFor(n_tasks, [&](int64_t task, int) {
-        const Range g = range(task);
-        k.matmul_bf16(w, g.r0, g.r1, x + static_cast<int64_t>(g.i0) * cols, g.i1 - g.i0,
-                      y + static_cast<int64_t>(g.i0) * rows, rows);
-      });
-      return;
-    case WeightType::kQ8:
-    case WeightType::kQ4: {
-      const QuantizedRows xq = QuantizeRows(x, n, cols, pool);
-      const int nb = cols / kQuantBlock;
-      auto kernel = w.type == WeightType::kQ8 ? k.matmul_q8 : k.matmul_q4;
-      if (w.layout != WeightLayout::kRows && w.layout != k.LayoutFor(w.type)) {
-        std::fprintf(stderr, "g4: internal error: a row-group matrix given to the %s kernels\n",
-                     k.name);
-        std::abort();
+        return;
       }
-      pool.ParallelFor(n_tasks, [&](int64_t task, int) {
-        const Range g = range(task);
-        const QuantizedRows sub{g.i1 - g.i0, cols, xq.q + static_cast<int64_t>(g.i0) * cols,
-                                xq.scale + static_cast<int64_t>(g.i0) * nb,
-                                xq.corr + static_cast<int64_t>(g.i0) * nb};
-        kernel(w, g.r0, g.r1, sub, y + static_cast<int64_t>(g.i0) * rows, rows);
-      });
-      return;
+      case WeightType::kBF16:
+        k.matmul_bf16(w, r0, r1, x + static_cast<int64_t>(i0) * cols, i1 - i0,
+                      y + static_cast<int64_t>(i0) * rows, rows);
+        return;
+      case WeightType::kQ8:
+      case WeightType::kQ4: {
+        const QuantizedRows sub{i1 - i0, cols, xq.q + static_cast<int64_t>(i0) * cols,
+                                xq.scale + static_cast<int64_t>(i0) * nb,
+                                xq.corr + static_cast<int64_t>(i0) * nb};
+        (w.type == WeightType::kQ8 ? k.matmul_q8 : k.matmul_q4)(
+            w, r0, r1, sub, y + static_cast<int64_t>(i0) * rows, rows);
+        return;
+      }
     }
-  }
+  });
 }
 
 void DequantizeRow(const WeightMatrix& w, int row, float* out) { DequantizeRowTo(w, row, out); }
 
-void RmsNorm(const float* x, const float* weight, int dim, float eps, float* out) {
-  double ss = 0;
-  for (int i = 0; i < dim; ++i) ss += static_cast<double>(x[i]) * x[i];
-  const float scale = static_cast<float>(1.0 / std::sqrt(ss / dim + eps));
+namespace {
+// out[i] = x[i] * scale (* weight[i]). Separate in-place and out-of-place loops, each with
+// restrict pointers, so the compiler vectorises them (it would not with out possibly overlapping
+// x or weight at an offset).
+void ScaleInPlace(float* __restrict x, const float* __restrict weight, int dim, float scale) {
+  if (weight) {
+    for (int i = 0; i < dim; ++i) x[i] = x[i] * scale * weight[i];
+  } else {
+    for (int i = 0; i < dim; ++i) x[i] *= scale;
+  }
+}
+void ScaleTo(const float* __restrict x, const float* __restrict weight, int dim, float scale,
+             float* __restrict out) {
   if (weight) {
     for (int i = 0; i < dim; ++i) out[i] = x[i] * scale * weight[i];
   } else {
     for (int i = 0; i < dim; ++i) out[i] = x[i] * scale;
+  }
+}
+}  // namespace
+
+void RmsNorm(const float* x, const float* weight, int dim, float eps, float* out) {
+  // Independent partial sums in registers: a single chain of dependent double adds, and the
+  // scalar scaling loop, made this the largest serial step of a decoded token (~2% of the main
+  // thread, while the other thread waits).
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int i = 0;
+  for (; i + 4 <= dim; i += 4) {
+    s0 += static_cast<double>(x[i]) * x[i];
+    s1 += static_cast<double>(x[i + 1]) * x[i + 1];
+    s2 += static_cast<double>(x[i + 2]) * x[i + 2];
+    s3 += static_cast<double>(x[i + 3]) * x[i + 3];
+  }
+  for (; i < dim; ++i) s0 += static_cast<double>(x[i]) * x[i];
+  const double ss = (s0 + s1) + (s2 + s3);
+  const float scale = static_cast<float>(1.0 / std::sqrt(ss / dim + eps));
+  if (out == x) {
+    ScaleInPlace(out, weight, dim, scale);
+  } else {
+    ScaleTo(x, weight, dim, scale, out);
   }
 }
 

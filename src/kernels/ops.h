@@ -13,6 +13,14 @@ namespace g4 {
 // y[n, w.rows] = x[n, w.cols] * W^T.
 void MatMul(const WeightMatrix& w, const float* x, int n, float* y, ThreadPool& pool);
 
+// Several products of the same x (q/k/v, gate/up) in one pass over the pool:
+// outs[j].y[n, outs[j].w->rows] = x[n, cols] * W_j^T. Every W_j has the same cols; at most 4.
+struct MatMulOutput {
+  const WeightMatrix* w;
+  float* y;
+};
+void MatMulShared(const MatMulOutput* outs, int n_outs, const float* x, int n, ThreadPool& pool);
+
 // Row `row` of W widened to fp32 (embedding lookup from the tied matrix).
 void DequantizeRow(const WeightMatrix& w, int row, float* out);
 

@@ -244,7 +244,7 @@ void Model::Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Ac
     const int64_t pos = rows[0].pos;
     const int64_t visible =
         pos - (lp.window > 0 ? std::max<int64_t>(0, pos - lp.window + 1) : 0) + 1;
-    splits = static_cast<int>(std::clamp<int64_t>(visible / 256, 1, 2 * pool_->size()));
+    splits = static_cast<int>(std::clamp<int64_t>(visible / 128, 1, 2 * pool_->size()));
   }
   const size_t partial_stride = static_cast<size_t>(hd) + 2;  // max, sum, out[hd]
   if (splits > 1) {
@@ -437,22 +437,27 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
     for (int r = 0; r < n; ++r)
       RmsNorm(x + static_cast<size_t>(r) * H, lw.input_norm.data(), H, eps,
               act.normed.data() + static_cast<size_t>(r) * H);
-    MatMul(lw.q_proj, act.normed.data(), n, act.q.data(), *pool_);
+    // 3. KV owners also project K and V, from the same normed input in the same pass.
+    {
+      MatMulOutput outs[3] = {{&lw.q_proj, act.q.data()}};
+      int n_outs = 1;
+      if (lp.owns_kv()) {
+        outs[n_outs++] = {&lw.k_proj, act.k.data()};
+        if (!lp.k_eq_v) outs[n_outs++] = {&lw.v_proj, act.v.data()};
+      }
+      MatMulShared(outs, n_outs, act.normed.data(), n, *pool_);
+    }
     for (int r = 0; r < n; ++r)
       for (int h = 0; h < lp.n_heads_q; ++h) {
         float* qh = act.q.data() + static_cast<size_t>(r) * qdim + h * hd;
         RmsNorm(qh, lw.q_norm.data(), hd, eps, qh);
         ApplyRope(qh, hd, lp.rope_pairs, cos_of(r), sin_of(r));
       }
-    // 3. KV owners compute K and V and write them into each row's cache.
+    // KV owners write K and V into each row's cache.
     if (lp.owns_kv()) {
-      MatMul(lw.k_proj, act.normed.data(), n, act.k.data(), *pool_);
-      if (lp.k_eq_v) {
-        // §5: V is the raw k_proj output, taken before k_norm and RoPE.
+      // §5: with k_eq_v, V is the raw k_proj output, taken before k_norm and RoPE.
+      if (lp.k_eq_v)
         std::memcpy(act.v.data(), act.k.data(), sizeof(float) * static_cast<size_t>(n) * kvdim);
-      } else {
-        MatMul(lw.v_proj, act.normed.data(), n, act.v.data(), *pool_);
-      }
       for (int r = 0; r < n; ++r) {
         float* kc = rows[r].cache->K(lp.kv_slot, rows[r].pos);
         float* vc = rows[r].cache->V(lp.kv_slot, rows[r].pos);
@@ -479,8 +484,9 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
     for (int r = 0; r < n; ++r)
       RmsNorm(x + static_cast<size_t>(r) * H, lw.pre_feedforward_norm.data(), H, eps,
               act.normed.data() + static_cast<size_t>(r) * H);
-    MatMul(lw.gate_proj, act.normed.data(), n, act.gate.data(), *pool_);
-    MatMul(lw.up_proj, act.normed.data(), n, act.up.data(), *pool_);
+    const MatMulOutput gate_up[2] = {{&lw.gate_proj, act.gate.data()},
+                                     {&lw.up_proj, act.up.data()}};
+    MatMulShared(gate_up, 2, act.normed.data(), n, *pool_);
     const size_t mlp_elems = static_cast<size_t>(n) * lp.mlp_width;
     GeluTanhMul(act.gate.data(), act.up.data(), static_cast<int64_t>(mlp_elems), *pool_);
     MatMul(lw.down_proj, act.gate.data(), n, act.proj.data(), *pool_);
