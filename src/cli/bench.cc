@@ -61,11 +61,11 @@ uint64_t StreamRead(const uint8_t* p, size_t n) {
   return fold;
 }
 
-// Byte ranges read in ~128 KiB pieces (the decode task size), all in one ParallelFor over `pool`:
-// GB/s of the fastest of `passes` passes.
+// Byte ranges read in pieces of the decode task size (kMaxDecodeTaskBytes), all in one
+// ParallelFor over `pool`: GB/s of the fastest of `passes` passes.
 double ReadGbPerSecond(const std::vector<std::pair<const uint8_t*, size_t>>& spans,
                        ThreadPool& pool, int passes) {
-  constexpr size_t kPiece = 128 * 1024;
+  constexpr size_t kPiece = kMaxDecodeTaskBytes;
   std::vector<std::pair<const uint8_t*, size_t>> pieces;
   size_t total = 0;
   for (const auto& [p, n] : spans) {

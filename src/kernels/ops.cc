@@ -51,16 +51,14 @@ int AlignRows(const WeightMatrix& w, int rows) {
                                                 : rows;
 }
 
-// Decode (n = 1) streams W once: tasks of up to ~128 KiB (600 MB q4/q8 matrix-vector on 2
-// threads, g4_microbench BM_Decode: 16-19 GB/s with 32 KiB tasks, 23-27 GB/s with 128-256 KiB; the
-// threads then alternate less often between rows), and at least 8 per thread over all the
-// matrices of one call, so both threads stay busy to the end and the dynamic queue absorbs a
-// core slowed by a neighbour. `call_bytes`: the weight bytes of the whole call.
+// Decode (n = 1) streams W once: tasks of up to kMaxDecodeTaskBytes, and at least 8 per thread
+// over all the matrices of one call, so both threads stay busy to the end and the dynamic queue
+// absorbs a core slowed by a neighbour. `call_bytes`: the weight bytes of the whole call.
 int DecodeRowsPerTask(const WeightMatrix& w, size_t call_bytes, int threads) {
   const size_t row_bytes = std::max<size_t>(1, WeightBytes(w.type, 1, w.cols));
   const size_t task_bytes = std::clamp<size_t>(
-      call_bytes / (8 * static_cast<size_t>(std::max(1, threads))), 16384, 131072);
-  const int rows = static_cast<int>(std::clamp<size_t>(task_bytes / row_bytes, 4, 1024));
+      call_bytes / (8 * static_cast<size_t>(std::max(1, threads))), 16384, kMaxDecodeTaskBytes);
+  const int rows = static_cast<int>(std::clamp<size_t>(task_bytes / row_bytes, 4, 65536));
   return AlignRows(w, std::max(4, rows / 4 * 4));
 }
 
