@@ -2,6 +2,7 @@
 // errors a user sees for a missing tokenizer or a bad id list.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -154,6 +155,52 @@ TEST(Cli, BenchMeasuresEveryContextOnceInOrder) {
   ASSERT_NE(at0, std::string::npos) << text.output;
   EXPECT_LT(at12, at0);
   EXPECT_EQ(text.output.find("decode at ctx 12:", at12 + 1), std::string::npos) << text.output;
+}
+
+// The contexts take turns every --window tokens and the weights are read alone after each turn;
+// the report's tok/s, paired bandwidth fractions and context ratios all follow from the windows
+// it lists (recomputed here: 5 tokens in windows of 2 make 2 + 2 + 1 per repetition).
+TEST(Cli, BenchPairsDecodeWindowsWithReadsAndContexts) {
+  const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
+  RunResult run = RunG4("bench --model " + dir +
+                            " --threads 1 --prefill 8 --contexts 12 0 --decode-tokens 5 --window 2 "
+                            "--reps 2 --chunk 8 --mem-bw-mib 16 --json",
+                        /*merge_stderr=*/false);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto j = nlohmann::json::parse(run.output);
+  EXPECT_EQ(j["decode_window_tokens"], 2);
+  const auto tok0 = j["decode_windows_by_ctx"]["0"]["tok_s"].get<std::vector<double>>();
+  const auto tok12 = j["decode_windows_by_ctx"]["12"]["tok_s"].get<std::vector<double>>();
+  const auto read0 = j["decode_windows_by_ctx"]["0"]["read_gb_s"].get<std::vector<double>>();
+  ASSERT_EQ(tok0.size(), 6u);
+  ASSERT_EQ(tok12.size(), 6u);
+  ASSERT_EQ(read0.size(), 6u);
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;  // even counts here
+  };
+  std::vector<double> ratios, fractions;
+  const double gb_per_token = j["weight_bytes_per_token"].get<double>() / 1e9;
+  for (size_t k = 0; k < 6; ++k) {
+    ratios.push_back(tok12[k] / tok0[k]);
+    fractions.push_back(tok0[k] * gb_per_token / read0[k]);
+  }
+  EXPECT_NEAR(j["decode_ctx_ratio_by_ctx"]["12"].get<double>(), median(ratios), 1e-9);
+  EXPECT_DOUBLE_EQ(j["decode_ctx_ratio_by_ctx"]["0"].get<double>(), 1.0);
+  EXPECT_NEAR(j["decode_read_fraction"].get<double>(), median(fractions), 1e-9);
+  EXPECT_EQ(j["decode_read_fraction"], j["decode_read_fraction_by_ctx"]["0"]);
+  // tok/s of a repetition = its 5 tokens over the sum of its windows' seconds; the best is kept.
+  const int per_window[3] = {2, 2, 1};
+  for (const auto& [key, tok] : {std::pair{"0", tok0}, std::pair{"12", tok12}}) {
+    double best = 0;
+    for (int r = 0; r < 2; ++r) {
+      double seconds = 0;
+      for (int w = 0; w < 3; ++w) seconds += per_window[w] / tok[r * 3 + w];
+      best = std::max(best, 5 / seconds);
+    }
+    EXPECT_NEAR(j["decode_tok_s_by_ctx"][key].get<double>(), best, 1e-9 * best) << key;
+  }
+  EXPECT_GE(j["weight_read_gb_s"].get<double>(), *std::max_element(read0.begin(), read0.end()));
 }
 
 }  // namespace

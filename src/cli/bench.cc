@@ -159,23 +159,26 @@ std::vector<int> RandomIds(int n, int vocab, uint32_t seed) {
   return ids;
 }
 
-struct DecodeResult {
-  double tok_s = 0;
-};
-
-// Greedy decode of `n` tokens after the cache's current contents; argmax of the raw logits (the
-// softcap is monotonic, so greedy never needs it).
-Result<double> Decode(Model& model, KvCache& cache, Activations& act, std::vector<float>& logits,
-                      int first, int n) {
+// Greedy decode of `n` tokens after the cache's current contents, from `token` on (left at the
+// next token to feed); argmax of the raw logits (the softcap is monotonic, so greedy never needs
+// it). Returns the seconds taken.
+Result<double> DecodeSeconds(Model& model, KvCache& cache, Activations& act,
+                             std::vector<float>& logits, int& token, int n) {
   std::vector<BatchRow> rows(1);
-  int token = first;
   auto t0 = Clock::now();
   for (int i = 0; i < n; ++i) {
     rows[0] = BatchRow{token, cache.n_past(), &cache, true};
     G4_RETURN_IF_ERROR(model.Forward(rows, act, logits.data()));
     token = static_cast<int>(ArgMax(logits.data(), model.plan().vocab));
   }
-  return n / Seconds(t0);
+  return Seconds(t0);
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
 // Prefill of `ids` into an empty cache in chunks; returns seconds until the last row's logits.
@@ -198,7 +201,8 @@ Result<double> PrefillSeconds(Model& model, KvCache& cache, Activations& act,
 int RunBench(int argc, char** argv) {
   CLI::App app{"Measure prefill and decode speed, memory and bandwidth", "g4 bench"};
   std::string model_dir = DefaultModelPath(), quant = "bf16";
-  int threads = 0, chunk = 512, decode_tokens = 128, reps = 1, tp = 0, mem_bw_mib = 0;
+  int threads = 0, chunk = 512, decode_tokens = 128, decode_window = 16, reps = 1, tp = 0,
+      mem_bw_mib = 0;
   std::vector<int> contexts{0, 512, 2048};
   std::vector<int> prefill_lengths{128, 512};
   bool json_out = false;
@@ -211,6 +215,10 @@ int RunBench(int argc, char** argv) {
                  "mpirun (default: 1, or mpirun's -np); adds the time in collectives per token");
   app.add_option("--chunk", chunk, "prefill chunk (rows per forward call)");
   app.add_option("--decode-tokens", decode_tokens, "tokens per decode measurement");
+  app.add_option(
+      "--window", decode_window,
+      "decode tokens per turn: the contexts take turns, and the weights are read alone "
+      "after each turn (the paired bandwidth and context ratios are medians over turns)");
   app.add_option("--contexts", contexts, "decode measured after this many cached tokens");
   app.add_option("--prefill", prefill_lengths, "prompt lengths for prefill tok/s");
   app.add_option("--reps", reps, "repetitions (best is reported)");
@@ -219,10 +227,10 @@ int RunBench(int argc, char** argv) {
                  "at least 512)");
   app.add_flag("--json", json_out, "print one JSON object");
   CLI11_PARSE(app, argc, argv);
-  if (prefill_lengths.empty() || contexts.empty() || decode_tokens < 1 || reps < 1 || tp < 0 ||
-      mem_bw_mib < 0)
-    return Fail("bench", Status::Error("--prefill and --contexts need a value, --decode-tokens "
-                                       "and --reps >= 1, --tp >= 1, --mem-bw-mib >= 0"));
+  if (prefill_lengths.empty() || contexts.empty() || decode_tokens < 1 || decode_window < 1 ||
+      reps < 1 || tp < 0 || mem_bw_mib < 0)
+    return Fail("bench", Status::Error("--prefill and --contexts need a value, --decode-tokens, "
+                                       "--window and --reps >= 1, --tp >= 1, --mem-bw-mib >= 0"));
   for (int v : prefill_lengths)
     if (v < 1) return Fail("bench", Status::Error("--prefill lengths must be >= 1"));
   for (int v : contexts)
@@ -295,34 +303,69 @@ int RunBench(int argc, char** argv) {
         prefill.contains("512") ? prefill["512"] : prefill[std::to_string(prefill_lengths.back())];
     nlohmann::json decode = nlohmann::json::object(), decode_comm = nlohmann::json::object();
     double collectives_per_token = 0;
-    // The same weight bytes streamed with nothing else to do, right after each decode
-    // measurement: the bandwidth of this memory at that moment (the VM's varies by 1.5x within
-    // minutes, so a figure taken before loading can be far off). One rank only: under --tp the
-    // ranks would compete for the bus.
+    // Each context decodes in its own cache (the largest reuses the prefill cache), so that the
+    // contexts can take turns: every `window` tokens the next context decodes its next window,
+    // and after each window the same weight bytes are streamed once with nothing else to do (one
+    // rank only: under --tp the ranks would compete for the bus). This VM's bandwidth drifts by
+    // 1.5x within minutes; windows taken moments apart see the same machine, so the paired ratios
+    // (decode against the read right after it, ctx C against ctx 0 in the same turn) hold where
+    // figures from separate minutes do not. The turn order reverses every window (ABBA), so a
+    // steady drift favours no context.
     const auto decode_spans = DecodeMatrices(model);
-    double weight_read_gb_s = 0;
-    // Rounds outermost: each round measures every context once, so a drift of the VM's speed
-    // lands on all contexts alike and the ratios between them (ctx 2048 / ctx 0) stay fair.
+    const int window = std::min(decode_window, decode_tokens);
+    std::vector<KvCache*> stream_cache(contexts.size());
+    std::vector<std::unique_ptr<KvCache>> owned_caches;
+    const int largest =
+        static_cast<int>(std::max_element(contexts.begin(), contexts.end()) - contexts.begin());
+    size_t kv_bytes = cache.bytes();
+    for (size_t ci = 0; ci < contexts.size(); ++ci) {
+      if (static_cast<int>(ci) == largest) {
+        stream_cache[ci] = &cache;
+        continue;
+      }
+      owned_caches.push_back(
+          std::make_unique<KvCache>(plan, contexts[ci] + decode_tokens + 1, chunk));
+      stream_cache[ci] = owned_caches.back().get();
+      kv_bytes += owned_caches.back()->bytes();
+    }
+    // Per context: each window's tok/s and the weights-alone read right after it (GB/s).
+    std::vector<std::vector<double>> window_tok_s(contexts.size()),
+        window_read_gb_s(contexts.size());
     std::vector<double> best(contexts.size(), 0.0), best_comm(contexts.size(), 0.0);
     for (int r = 0; r < reps; ++r) {
+      std::vector<int> token(contexts.size());
+      std::vector<double> seconds(contexts.size(), 0.0), comm_s(contexts.size(), 0.0);
       for (size_t ci = 0; ci < contexts.size(); ++ci) {
         const int ctx = contexts[ci];
-        cache.Reset();
+        stream_cache[ci]->Reset();
         if (ctx > 0)
-          G4_RETURN_IF_ERROR(PrefillSeconds(model, cache, act, logits,
+          G4_RETURN_IF_ERROR(PrefillSeconds(model, *stream_cache[ci], act, logits,
                                             std::vector<int>(ids.begin(), ids.begin() + ctx), chunk)
                                  .status());
-        const double c0 = comm_seconds();
-        const int64_t calls0 = comm_calls();
-        G4_ASSIGN_OR_RETURN(double tps, Decode(model, cache, act, logits, ids[ctx], decode_tokens));
+        token[ci] = ids[ctx];
+      }
+      const int64_t calls0 = comm_calls();
+      for (int done = 0, w = 0; done < decode_tokens; done += window, ++w) {
+        const int n = std::min(window, decode_tokens - done);
+        for (size_t k = 0; k < contexts.size(); ++k) {
+          const size_t ci = w % 2 ? contexts.size() - 1 - k : k;
+          const double c0 = comm_seconds();
+          G4_ASSIGN_OR_RETURN(double s,
+                              DecodeSeconds(model, *stream_cache[ci], act, logits, token[ci], n));
+          comm_s[ci] += comm_seconds() - c0;
+          seconds[ci] += s;
+          window_tok_s[ci].push_back(n / s);
+          if (!comm) window_read_gb_s[ci].push_back(ReadGbPerSecond(decode_spans, model.pool(), 1));
+        }
+      }
+      collectives_per_token =
+          static_cast<double>(comm_calls() - calls0) / (decode_tokens * contexts.size());
+      for (size_t ci = 0; ci < contexts.size(); ++ci) {
+        const double tps = decode_tokens / seconds[ci];
         if (tps > best[ci]) {
           best[ci] = tps;
-          best_comm[ci] = comm_seconds() - c0;
+          best_comm[ci] = comm_s[ci];
         }
-        collectives_per_token = static_cast<double>(comm_calls() - calls0) / decode_tokens;
-        if (!comm)
-          weight_read_gb_s =
-              std::max(weight_read_gb_s, ReadGbPerSecond(decode_spans, model.pool(), 2));
       }
     }
     for (size_t ci = 0; ci < contexts.size(); ++ci) {
@@ -343,12 +386,42 @@ int RunBench(int argc, char** argv) {
     const int64_t wbytes = WeightBytesPerToken(model);  // this rank's share under --tp
     j["weight_bytes_per_token"] = wbytes;
     j["resident_weight_bytes"] = model.weights().resident_bytes;
-    j["kv_cache_bytes"] = cache.bytes();
+    j["kv_cache_bytes"] = kv_bytes;  // every context's cache
     j["decode_gb_s"] = j["decode_tok_s"].get<double>() * wbytes / 1e9;
     j["mem_bw_gb_s"] = bw.triad_gb_s;
     j["mem_read_gb_s"] = bw.read_gb_s;
     j["roofline_tok_s"] = bw.read_gb_s * 1e9 / wbytes;
-    if (!comm) j["weight_read_gb_s"] = weight_read_gb_s;
+    // The paired figures: medians over windows. The base context is ctx 0 if measured, else the
+    // smallest.
+    const size_t base =
+        static_cast<size_t>(std::min_element(contexts.begin(), contexts.end()) - contexts.begin());
+    nlohmann::json windows = nlohmann::json::object(), read_fraction = nlohmann::json::object(),
+                   ctx_ratio = nlohmann::json::object();
+    double weight_read_gb_s = 0;
+    for (size_t ci = 0; ci < contexts.size(); ++ci) {
+      const std::string key = std::to_string(contexts[ci]);
+      windows[key]["tok_s"] = window_tok_s[ci];
+      std::vector<double> ratios;
+      for (size_t k = 0; k < window_tok_s[ci].size(); ++k)
+        ratios.push_back(window_tok_s[ci][k] / window_tok_s[base][k]);
+      ctx_ratio[key] = Median(ratios);
+      if (comm) continue;
+      windows[key]["read_gb_s"] = window_read_gb_s[ci];
+      std::vector<double> fractions;
+      for (size_t k = 0; k < window_tok_s[ci].size(); ++k) {
+        fractions.push_back(window_tok_s[ci][k] * wbytes / 1e9 / window_read_gb_s[ci][k]);
+        weight_read_gb_s = std::max(weight_read_gb_s, window_read_gb_s[ci][k]);
+      }
+      read_fraction[key] = Median(fractions);
+    }
+    j["decode_window_tokens"] = window;
+    j["decode_windows_by_ctx"] = windows;
+    j["decode_ctx_ratio_by_ctx"] = ctx_ratio;
+    if (!comm) {
+      j["weight_read_gb_s"] = weight_read_gb_s;
+      j["decode_read_fraction_by_ctx"] = read_fraction;
+      j["decode_read_fraction"] = read_fraction[std::to_string(contexts[base])];
+    }
     j["peak_rss_bytes"] = PeakRssBytes();
 
     if (json_out) {
@@ -386,8 +459,20 @@ int RunBench(int argc, char** argv) {
     std::printf("  %-34s %10.2f GB/s (%.0f%% used by decode)\n", "memory read (before load)",
                 bw.read_gb_s, 100.0 * decode_gb_s / bw.read_gb_s);
     if (!comm)
-      std::printf("  %-34s %10.2f GB/s (%.0f%% used by decode)\n", "weights read alone (per rep)",
+      std::printf("  %-34s %10.2f GB/s (%.0f%% used by decode)\n", "weights read alone (fastest)",
                   weight_read_gb_s, 100.0 * decode_gb_s / weight_read_gb_s);
+    const size_t turns = window_tok_s[base].size();
+    std::printf("  paired, median of %zu windows of %d tokens:\n", turns, window);
+    for (size_t ci = 0; ci < contexts.size(); ++ci) {
+      const std::string key = std::to_string(contexts[ci]);
+      if (!comm)
+        std::printf("    %-32s %9.1f%%\n", ("decode / weights read, ctx " + key).c_str(),
+                    100.0 * read_fraction[key].get<double>());
+      if (ci != base)
+        std::printf("    %-32s %9.1f%%\n",
+                    ("ctx " + key + " / ctx " + std::to_string(contexts[base])).c_str(),
+                    100.0 * ctx_ratio[key].get<double>());
+    }
     std::printf("  %-34s %10.2f GiB\n", "peak RSS",
                 j["peak_rss_bytes"].get<int64_t>() / 1073741824.0);
     return OkStatus();
