@@ -157,6 +157,27 @@ TEST(Cli, BenchMeasuresEveryContextOnceInOrder) {
   EXPECT_EQ(text.output.find("decode at ctx 12:", at12 + 1), std::string::npos) << text.output;
 }
 
+// The format in the report is the one the weights are in: a packed artifact's own, whatever
+// --quant says (it used to print the flag's default, bf16, for a q8 artifact).
+TEST(Cli, BenchReportsTheFormatTheWeightsAreIn) {
+  const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
+  const std::string flags =
+      " --threads 1 --prefill 8 --contexts 0 --decode-tokens 2 --reps 1 --mem-bw-mib 16 --json";
+  RunResult q4 = RunG4("bench --model " + dir + " --quant q4" + flags, /*merge_stderr=*/false);
+  ASSERT_EQ(q4.exit_code, 0) << q4.output;
+  EXPECT_EQ(nlohmann::json::parse(q4.output)["quant"], "q4");
+  const std::string pack = TestTempDir("cli_bench_pack") + "/e2b-q8.g4";
+  RunResult packed = RunG4("pack --threads 1 --model " + dir + " --quant q8 --out " + pack);
+  ASSERT_EQ(packed.exit_code, 0) << packed.output;
+  RunResult run = RunG4("bench --model " + pack + flags, /*merge_stderr=*/false);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto j = nlohmann::json::parse(run.output);
+  EXPECT_EQ(j["quant"], "q8");
+  EXPECT_EQ(j["weight_bytes_per_token"],
+            nlohmann::json::parse(RunG4("bench --model " + dir + " --quant q8" + flags, false)
+                                      .output)["weight_bytes_per_token"]);
+}
+
 // The contexts take turns every --window tokens and the weights are read alone after each turn;
 // the report's tok/s, paired bandwidth fractions and context ratios all follow from the windows
 // it lists (recomputed here: 5 tokens in windows of 2 make 2 + 2 + 1 per repetition).

@@ -271,9 +271,14 @@ int RunBench(int argc, char** argv) {
     std::vector<float> logits(plan.vocab);
     const auto ids = RandomIds(max_ctx, plan.vocab, 1);
 
+    // A packed artifact holds one format, whatever --quant says: report the one it holds.
+    const std::string held =
+        !model.weights().layers.empty() && !model.weights().layers[0].down_proj.empty()
+            ? WeightTypeName(model.weights().layers[0].down_proj.type)
+            : quant;
     nlohmann::json j;
     j["model"] = model_dir;
-    j["quant"] = quant;
+    j["quant"] = held;
     j["threads"] = model.pool().size();
     j["tp"] = comm ? comm->size() : 1;
     j["isa"] = ActiveKernels().name;
@@ -430,7 +435,7 @@ int RunBench(int argc, char** argv) {
     }
     const std::string tp_note = comm ? Str("  tp=", comm->size(), " (numbers are rank 0's)") : "";
     std::printf("g4 bench  %s  quant=%s  threads=%d  isa=%s  (load %.1f s)%s\n", model_dir.c_str(),
-                quant.c_str(), model.pool().size(), ActiveKernels().name, load_s, tp_note.c_str());
+                held.c_str(), model.pool().size(), ActiveKernels().name, load_s, tp_note.c_str());
     std::printf("  %-34s %10s\n", "metric", "value");
     for (auto& [len, v] : prefill.items()) {
       std::printf("  prefill pp%-24s %10.2f tok/s\n", len.c_str(), v.get<double>());

@@ -53,9 +53,9 @@ int AlignRows(const WeightMatrix& w, int rows) {
 
 // Decode (n = 1) streams W once: tasks of up to kMaxDecodeTaskBytes, and at least 8 per thread
 // over all the matrices of one call, so both threads stay busy to the end and the dynamic queue
-// absorbs a core slowed by a neighbour. `call_bytes`: the weight bytes of the whole call.
-int DecodeRowsPerTask(const WeightMatrix& w, size_t call_bytes, int threads) {
-  const size_t row_bytes = std::max<size_t>(1, WeightBytes(w.type, 1, w.cols));
+// absorbs a core slowed by a neighbour. `call_bytes`: the weight bytes of the whole call;
+// `row_bytes`: one row of every matrix a task covers (gate and up together).
+int DecodeRowsPerTask(const WeightMatrix& w, size_t row_bytes, size_t call_bytes, int threads) {
   const size_t task_bytes = std::clamp<size_t>(
       call_bytes / (8 * static_cast<size_t>(std::max(1, threads))), 16384, kMaxDecodeTaskBytes);
   const int rows = static_cast<int>(std::clamp<size_t>(task_bytes / row_bytes, 4, 65536));
@@ -67,10 +67,152 @@ int DecodeRowsPerTask(const WeightMatrix& w, size_t call_bytes, int threads) {
 // Without the x blocking a wide input (down_proj: 512 x 12288) is re-read from memory by every
 // task.
 constexpr int kXRowsPerTask = 64;
-int PrefillRowsPerTask(const WeightMatrix& w) {
-  const size_t row_bytes = std::max<size_t>(1, WeightBytes(w.type, 1, w.cols));
+int PrefillRowsPerTask(const WeightMatrix& w, size_t row_bytes) {
   return AlignRows(
       w, std::max(8, static_cast<int>(std::clamp<size_t>(131072 / row_bytes, 8, 512)) / 8 * 8));
+}
+
+// The tail of a decode call is cut into tasks kTailSplit times smaller: a thread that runs out
+// of work waits for the other's last task, on average half a task, and with 1 MiB tasks that was
+// ~25 us per product, some 300 products per token.
+constexpr int kTailSplit = 8;
+
+// y rows [r0, r1) x x rows [i0, i1) of one product.
+void ProductBlock(const CpuKernels& k, const WeightMatrix& w, int r0, int r1, int i0, int i1,
+                  const float* x, const QuantizedRows& xq, float* y) {
+  const int rows = w.rows, cols = w.cols, nb = cols / kQuantBlock;
+  switch (w.type) {
+    case WeightType::kF32: {
+      const float* wd = static_cast<const float*>(w.data);
+      for (int i = i0; i < i1; ++i)
+        for (int r = r0; r < r1; ++r)
+          y[static_cast<int64_t>(i) * rows + r] = k.dot_f32(
+              wd + static_cast<int64_t>(r) * cols, x + static_cast<int64_t>(i) * cols, cols);
+      return;
+    }
+    case WeightType::kBF16:
+      k.matmul_bf16(w, r0, r1, x + static_cast<int64_t>(i0) * cols, i1 - i0,
+                    y + static_cast<int64_t>(i0) * rows, rows);
+      return;
+    case WeightType::kQ8:
+    case WeightType::kQ4: {
+      const QuantizedRows sub{i1 - i0, cols, xq.q + static_cast<int64_t>(i0) * cols,
+                              xq.scale + static_cast<int64_t>(i0) * nb,
+                              xq.corr + static_cast<int64_t>(i0) * nb};
+      (w.type == WeightType::kQ8 ? k.matmul_q8 : k.matmul_q4)(
+          w, r0, r1, sub, y + static_cast<int64_t>(i0) * rows, rows);
+      return;
+    }
+  }
+}
+
+// One pass over the pool for several products of the same x. A job is one matrix, or (gated)
+// gate and up split at the same rows, so each task can finish gelu(gate) * up on its own rows
+// while they are in cache, without another hand-off between threads.
+void RunProducts(const MatMulOutput* outs, int n_outs, bool gated, const float* x, int n,
+                 ThreadPool& pool) {
+  if (n_outs <= 0 || n <= 0) return;
+  const CpuKernels& k = ActiveKernels();
+  int cols = 0;
+  for (int j = 0; j < n_outs && cols == 0; ++j) cols = outs[j].w->rows > 0 ? outs[j].w->cols : 0;
+  constexpr int kMaxOutputs = 4;
+  if (n_outs > kMaxOutputs) {
+    std::fprintf(stderr, "g4: internal error: MatMulShared takes at most %d matrices\n",
+                 kMaxOutputs);
+    std::abort();
+  }
+  // Task t of a job: W rows block t % row_tasks, x rows block t / row_tasks. Rows below
+  // tail_row go in blocks of rows_per_task, the rest (the end of a decode call) in smaller ones.
+  struct Job {
+    const MatMulOutput* members;
+    int n_members, rows, rows_per_task, tail_row, tail_rows_per_task;
+    int64_t head_tasks, row_tasks, first_task;
+  };
+  Job jobs[kMaxOutputs];
+  int64_t n_tasks = 0;
+  bool quantized = false;
+  const int x_tasks = (n + kXRowsPerTask - 1) / kXRowsPerTask;
+  size_t call_bytes = 0;
+  for (int j = 0; j < n_outs; ++j)
+    call_bytes += WeightBytes(outs[j].w->type, outs[j].w->rows, outs[j].w->cols);
+  const int threads = pool.size();
+  int n_jobs = 0;
+  for (int j = 0; j < n_outs; j += gated ? 2 : 1) {
+    const WeightMatrix& w = *outs[j].w;
+    const int n_members = gated ? 2 : 1;
+    size_t row_bytes = 0;
+    for (int m = 0; m < n_members; ++m) {
+      const WeightMatrix& wm = *outs[j + m].w;
+      if (wm.rows != w.rows || (wm.rows > 0 && wm.cols != cols)) {
+        std::fprintf(stderr, "g4: internal error: MatMulShared given %dx%d and %dx%d matrices\n",
+                     w.rows, cols, wm.rows, wm.cols);
+        std::abort();
+      }
+      if ((wm.type == WeightType::kQ8 || wm.type == WeightType::kQ4) &&
+          wm.layout != WeightLayout::kRows && wm.layout != k.LayoutFor(wm.type)) {
+        std::fprintf(stderr, "g4: internal error: a row-group matrix given to the %s kernels\n",
+                     k.name);
+        std::abort();
+      }
+      if (gated && (wm.layout != w.layout || wm.type != w.type)) {
+        std::fprintf(stderr, "g4: internal error: gate and up differ in type or layout\n");
+        std::abort();
+      }
+      quantized |= wm.type == WeightType::kQ8 || wm.type == WeightType::kQ4;
+      row_bytes += WeightBytes(wm.type, 1, wm.cols);
+    }
+    if (w.rows == 0) continue;  // nothing on this rank
+    row_bytes = std::max<size_t>(1, row_bytes);
+    Job job{&outs[j], n_members, w.rows, 0, w.rows, 1, 0, 0, n_tasks};
+    if (n == 1) {
+      job.rows_per_task = DecodeRowsPerTask(w, row_bytes, call_bytes, threads);
+      // Not below 16 KiB: smaller tasks cost more in claims than they save in waiting.
+      const int floor_rows = static_cast<int>(std::min<size_t>(65536, 16384 / row_bytes + 1));
+      job.tail_rows_per_task =
+          std::min(job.rows_per_task,
+                   AlignRows(w, std::max({4, floor_rows, job.rows_per_task / kTailSplit}) / 4 * 4));
+    } else {
+      job.rows_per_task = PrefillRowsPerTask(w, row_bytes);
+      job.tail_rows_per_task = job.rows_per_task;
+    }
+    jobs[n_jobs++] = job;
+  }
+  if (n_jobs == 0) return;
+  // Only the last job's end is cut small: the queue hands tasks out in order across the jobs.
+  for (int j = 0; j < n_jobs; ++j) {
+    Job& job = jobs[j];
+    job.first_task = n_tasks;
+    if (n == 1 && j == n_jobs - 1) {
+      const int tail = AlignRows(*job.members[0].w, threads * job.rows_per_task);
+      job.tail_row = std::max(0, job.rows - tail);
+    }
+    job.tail_row = job.tail_row / job.rows_per_task * job.rows_per_task;  // whole head blocks
+    job.head_tasks = job.tail_row / job.rows_per_task;
+    job.row_tasks = job.head_tasks +
+                    (job.rows - job.tail_row + job.tail_rows_per_task - 1) / job.tail_rows_per_task;
+    n_tasks += job.row_tasks * x_tasks;
+  }
+  const QuantizedRows xq = quantized ? QuantizeRows(x, n, cols, pool) : QuantizedRows{};
+  pool.ParallelFor(n_tasks, [&](int64_t task, int) {
+    int j = n_jobs - 1;
+    while (task < jobs[j].first_task) --j;
+    const Job& job = jobs[j];
+    const int64_t t = task - job.first_task, rt = t % job.row_tasks;
+    const int r0 = rt < job.head_tasks ? static_cast<int>(rt) * job.rows_per_task
+                                       : job.tail_row + static_cast<int>(rt - job.head_tasks) *
+                                                            job.tail_rows_per_task;
+    const int r1 =
+        std::min(job.rows, r0 + (rt < job.head_tasks ? job.rows_per_task : job.tail_rows_per_task));
+    const int i0 = static_cast<int>(t / job.row_tasks) * kXRowsPerTask;
+    const int i1 = std::min(n, i0 + kXRowsPerTask);
+    for (int m = 0; m < job.n_members; ++m)
+      ProductBlock(k, *job.members[m].w, r0, r1, i0, i1, x, xq, job.members[m].y);
+    if (gated)
+      for (int i = i0; i < i1; ++i) {
+        const int64_t at = static_cast<int64_t>(i) * job.rows + r0;
+        k.gelu_tanh_mul(job.members[0].y + at, job.members[1].y + at, r1 - r0);
+      }
+  });
 }
 
 }  // namespace
@@ -84,91 +226,13 @@ void MatMul(const WeightMatrix& w, const float* x, int n, float* y, ThreadPool& 
 // so the small projections (E2B's k/v: 0.2 MB, a few microseconds) do not each pay a hand-off
 // between threads and a wait for the slowest task.
 void MatMulShared(const MatMulOutput* outs, int n_outs, const float* x, int n, ThreadPool& pool) {
-  if (n_outs <= 0 || n <= 0) return;
-  const CpuKernels& k = ActiveKernels();
-  int cols = 0;
-  for (int j = 0; j < n_outs && cols == 0; ++j) cols = outs[j].w->rows > 0 ? outs[j].w->cols : 0;
-  constexpr int kMaxOutputs = 4;
-  if (n_outs > kMaxOutputs) {
-    std::fprintf(stderr, "g4: internal error: MatMulShared takes at most %d matrices\n",
-                 kMaxOutputs);
-    std::abort();
-  }
-  // Task t of output j: W rows block t % row_tasks, x rows block t / row_tasks.
-  struct Job {
-    const WeightMatrix* w;
-    float* y;
-    int rows_per_task;
-    int64_t row_tasks, first_task;
-  };
-  Job jobs[kMaxOutputs];
-  int64_t n_tasks = 0;
-  bool quantized = false;
-  const int x_tasks = (n + kXRowsPerTask - 1) / kXRowsPerTask;
-  size_t call_bytes = 0;
-  for (int j = 0; j < n_outs; ++j)
-    call_bytes += WeightBytes(outs[j].w->type, outs[j].w->rows, outs[j].w->cols);
-  int n_jobs = 0;
-  for (int j = 0; j < n_outs; ++j) {
-    const WeightMatrix& w = *outs[j].w;
-    if (w.rows == 0) continue;  // nothing on this rank
-    if (w.cols != cols) {
-      std::fprintf(stderr, "g4: internal error: MatMulShared given %d and %d columns\n", cols,
-                   w.cols);
-      std::abort();
-    }
-    if ((w.type == WeightType::kQ8 || w.type == WeightType::kQ4) &&
-        w.layout != WeightLayout::kRows && w.layout != k.LayoutFor(w.type)) {
-      std::fprintf(stderr, "g4: internal error: a row-group matrix given to the %s kernels\n",
-                   k.name);
-      std::abort();
-    }
-    quantized |= w.type == WeightType::kQ8 || w.type == WeightType::kQ4;
-    const int rows_per_task =
-        n == 1 ? DecodeRowsPerTask(w, call_bytes, pool.size()) : PrefillRowsPerTask(w);
-    const int64_t row_tasks = (w.rows + rows_per_task - 1) / rows_per_task;
-    jobs[n_jobs++] = Job{&w, outs[j].y, rows_per_task, row_tasks, n_tasks};
-    n_tasks += row_tasks * x_tasks;
-  }
-  if (n_tasks == 0) return;
-  const QuantizedRows xq = quantized ? QuantizeRows(x, n, cols, pool) : QuantizedRows{};
-  const int nb = cols / kQuantBlock;
-  pool.ParallelFor(n_tasks, [&](int64_t task, int) {
-    int j = n_jobs - 1;
-    while (task < jobs[j].first_task) --j;
-    const Job& job = jobs[j];
-    const WeightMatrix& w = *job.w;
-    const int64_t t = task - job.first_task;
-    const int rows = w.rows;
-    const int r0 = static_cast<int>(t % job.row_tasks) * job.rows_per_task;
-    const int r1 = std::min(rows, r0 + job.rows_per_task);
-    const int i0 = static_cast<int>(t / job.row_tasks) * kXRowsPerTask;
-    const int i1 = std::min(n, i0 + kXRowsPerTask);
-    float* y = job.y;
-    switch (w.type) {
-      case WeightType::kF32: {
-        const float* wd = static_cast<const float*>(w.data);
-        for (int i = i0; i < i1; ++i)
-          for (int r = r0; r < r1; ++r)
-            y[static_cast<int64_t>(i) * rows + r] = k.dot_f32(
-                wd + static_cast<int64_t>(r) * cols, x + static_cast<int64_t>(i) * cols, cols);
-        return;
-      }
-      case WeightType::kBF16:
-        k.matmul_bf16(w, r0, r1, x + static_cast<int64_t>(i0) * cols, i1 - i0,
-                      y + static_cast<int64_t>(i0) * rows, rows);
-        return;
-      case WeightType::kQ8:
-      case WeightType::kQ4: {
-        const QuantizedRows sub{i1 - i0, cols, xq.q + static_cast<int64_t>(i0) * cols,
-                                xq.scale + static_cast<int64_t>(i0) * nb,
-                                xq.corr + static_cast<int64_t>(i0) * nb};
-        (w.type == WeightType::kQ8 ? k.matmul_q8 : k.matmul_q4)(
-            w, r0, r1, sub, y + static_cast<int64_t>(i0) * rows, rows);
-        return;
-      }
-    }
-  });
+  RunProducts(outs, n_outs, false, x, n, pool);
+}
+
+void MatMulGeluMul(const MatMulOutput& gate, const MatMulOutput& up, const float* x, int n,
+                   ThreadPool& pool) {
+  const MatMulOutput outs[2] = {gate, up};
+  RunProducts(outs, 2, true, x, n, pool);
 }
 
 void DequantizeRow(const WeightMatrix& w, int row, float* out) { DequantizeRowTo(w, row, out); }

@@ -29,6 +29,12 @@ struct MatMulOutput {
 };
 void MatMulShared(const MatMulOutput* outs, int n_outs, const float* x, int n, ThreadPool& pool);
 
+// gate.y = GeluTanh(x W_gate^T) * (x W_up^T), up.y holds x W_up^T: the feed-forward's first
+// half in one pass, each task finishing the product of its own rows. Gate and up have the same
+// shape, type and layout.
+void MatMulGeluMul(const MatMulOutput& gate, const MatMulOutput& up, const float* x, int n,
+                   ThreadPool& pool);
+
 // Row `row` of W widened to fp32 (embedding lookup from the tied matrix).
 void DequantizeRow(const WeightMatrix& w, int row, float* out);
 

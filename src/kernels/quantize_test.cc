@@ -206,6 +206,79 @@ INSTANTIATE_TEST_SUITE_P(Types, MatMulTest,
                          ::testing::Values(WeightType::kBF16, WeightType::kQ8, WeightType::kQ4),
                          [](const auto& info) { return std::string(WeightTypeName(info.param)); });
 
+// The threaded products cut each call into tasks (decode: large blocks, then a tail of smaller
+// ones at the end of the call's last matrix; row groups stay whole). Whatever the cut, each
+// output row is the active kernel's product over that row alone, so the pooled result must equal
+// one kernel call over all rows bit for bit, for every matrix of a shared call and for gelu(gate)
+// * up. Sizes: 16-row groups with a partial task at the end, calls large enough for a tail.
+TEST(Quantize, PooledProductsEqualOneKernelCallOverAllRows) {
+  const CpuKernels& k = ActiveKernels();
+  for (WeightType type : {WeightType::kBF16, WeightType::kQ8, WeightType::kQ4}) {
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      const int cols = 256;
+      for (int n : {1, 3}) {
+        const int row_counts[3] = {4096 + 48, 1040, 7008};
+        Quantized q[3];
+        std::vector<uint16_t> bf[3];
+        std::vector<uint8_t> grouped[3];
+        WeightMatrix w[3];
+        for (int m = 0; m < 3; ++m) {
+          const int rows = row_counts[m];
+          auto src = Random(static_cast<size_t>(rows) * cols, 31 * m + rows, 0.05f);
+          if (type == WeightType::kBF16) {
+            for (float v : src) bf[m].push_back(F32ToBf16(v));
+            w[m] = WeightMatrix{type, rows, cols, bf[m].data(), bf[m].size() * 2};
+          } else {
+            q[m] = Make(src, rows, cols, type);
+            w[m] = q[m].w;
+            if (k.LayoutFor(type) == WeightLayout::kRowGroups16) {
+              grouped[m].resize(w[m].bytes);
+              ToRowGroups(&w[m], grouped[m].data(), nullptr);
+            }
+          }
+        }
+        const auto x = Random(static_cast<size_t>(n) * cols, 5 + n);
+        auto one_call = [&](const WeightMatrix& wm) {
+          std::vector<float> y(static_cast<size_t>(n) * wm.rows);
+          if (type == WeightType::kBF16) {
+            k.matmul_bf16(wm, 0, wm.rows, x.data(), n, y.data(), wm.rows);
+          } else {
+            const int nb = cols / 32;
+            std::vector<int8_t> xq(static_cast<size_t>(n) * cols);
+            std::vector<float> xs(n * nb), xc(n * nb);
+            for (int i = 0; i < n; ++i)
+              k.quantize_row_q8(x.data() + i * cols, cols, xq.data() + i * cols, xs.data() + i * nb,
+                                xc.data() + i * nb);
+            const QuantizedRows qr{n, cols, xq.data(), xs.data(), xc.data()};
+            (type == WeightType::kQ8 ? k.matmul_q8 : k.matmul_q4)(wm, 0, wm.rows, qr, y.data(),
+                                                                  wm.rows);
+          }
+          return y;
+        };
+        const std::string where = std::string(WeightTypeName(type)) + " threads " +
+                                  std::to_string(threads) + " n " + std::to_string(n);
+        std::vector<float> y[3];
+        MatMulOutput outs[3];
+        for (int m = 0; m < 3; ++m) {
+          y[m].assign(static_cast<size_t>(n) * row_counts[m], NAN);
+          outs[m] = {&w[m], y[m].data()};
+        }
+        MatMulShared(outs, 3, x.data(), n, pool);
+        for (int m = 0; m < 3; ++m) EXPECT_EQ(y[m], one_call(w[m])) << where << " matrix " << m;
+        // Gate and up: matrices 0 and a second one of the same shape (rows 0 re-used as up).
+        std::vector<float> gate(static_cast<size_t>(n) * row_counts[0], NAN), up(gate.size(), NAN);
+        MatMulGeluMul({&w[0], gate.data()}, {&w[0], up.data()}, x.data(), n, pool);
+        std::vector<float> want_gate = one_call(w[0]);
+        const std::vector<float> want_up = want_gate;
+        k.gelu_tanh_mul(want_gate.data(), want_up.data(), static_cast<int64_t>(want_gate.size()));
+        EXPECT_EQ(up, want_up) << where << " up";
+        EXPECT_EQ(gate, want_gate) << where << " gelu(gate) * up";
+      }
+    }
+  }
+}
+
 // The row-group layout (weight_matrix.h) holds exactly the row-major values, in place or copied;
 // only q8/q4 matrices of whole 16-row groups qualify. (The SIMD products on it are checked
 // against the row-major double product in MatMulTest.)

@@ -484,11 +484,8 @@ Status Model::Forward(const std::vector<BatchRow>& rows, Activations& act, float
     for (int r = 0; r < n; ++r)
       RmsNorm(x + static_cast<size_t>(r) * H, lw.pre_feedforward_norm.data(), H, eps,
               act.normed.data() + static_cast<size_t>(r) * H);
-    const MatMulOutput gate_up[2] = {{&lw.gate_proj, act.gate.data()},
-                                     {&lw.up_proj, act.up.data()}};
-    MatMulShared(gate_up, 2, act.normed.data(), n, *pool_);
-    const size_t mlp_elems = static_cast<size_t>(n) * lp.mlp_width;
-    GeluTanhMul(act.gate.data(), act.up.data(), static_cast<int64_t>(mlp_elems), *pool_);
+    MatMulGeluMul({&lw.gate_proj, act.gate.data()}, {&lw.up_proj, act.up.data()}, act.normed.data(),
+                  n, *pool_);
     MatMul(lw.down_proj, act.gate.data(), n, act.proj.data(), *pool_);
     if (comm_) comm_->AllReduceSum(act.proj.data(), static_cast<size_t>(n) * H);
     for (int r = 0; r < n; ++r) {

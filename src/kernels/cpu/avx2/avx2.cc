@@ -554,18 +554,23 @@ inline __m256 Tanh(__m256 u) {
 void GeluTanhMulRow(float* gate, const float* up, int64_t n) {
   const __m256 alpha = _mm256_set1_ps(0.7978845608028654f), beta = _mm256_set1_ps(0.044715f);
   const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 x = _mm256_loadu_ps(gate + i);
+  auto gelu_mul = [&](__m256 x, __m256 u) {
     const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
     const __m256 th = Tanh(_mm256_mul_ps(alpha, _mm256_fmadd_ps(beta, x3, x)));
-    const __m256 g = _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, th));
-    _mm256_storeu_ps(gate + i, _mm256_mul_ps(g, _mm256_loadu_ps(up + i)));
-  }
-  for (; i < n; ++i) {
-    const float x = gate[i];
-    gate[i] =
-        0.5f * x * (1.0f + std::tanh(0.7978845608028654f * (x + 0.044715f * x * x * x))) * up[i];
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, th)), u);
+  };
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(gate + i, gelu_mul(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+  // The last few in a padded vector, not scalar tanhf: an element's result must not depend on
+  // where a caller's chunk ends (the threaded feed-forward finishes each task's rows itself).
+  if (i < n) {
+    alignas(32) float g[8] = {}, u[8] = {};
+    const int64_t rest = n - i;
+    std::memcpy(g, gate + i, rest * sizeof(float));
+    std::memcpy(u, up + i, rest * sizeof(float));
+    _mm256_store_ps(g, gelu_mul(_mm256_load_ps(g), _mm256_load_ps(u)));
+    std::memcpy(gate + i, g, rest * sizeof(float));
   }
 }
 
