@@ -52,7 +52,8 @@ std::string DirOf(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-Header MakeHeader(uint64_t table_offset, uint64_t table_bytes, uint64_t table_checksum, uint64_t file_bytes) {
+Header MakeHeader(uint64_t table_offset, uint64_t table_bytes, uint64_t table_checksum,
+                  uint64_t file_bytes) {
   Header h{};
   std::memcpy(h.magic, kPackMagic, 8);
   h.format_version = kPackFormatVersion;
@@ -69,7 +70,8 @@ uint64_t ChecksumWithPool(const void* data, size_t bytes, ThreadPool* pool) {
   const size_t n = ChecksumChunks(bytes);
   if (!pool || n <= 1) return ChunkedChecksum(data, bytes);
   std::vector<uint64_t> hashes(n);
-  pool->ParallelFor(static_cast<int64_t>(n), [&](int64_t i, int) { hashes[i] = ChunkHash(data, bytes, i); });
+  pool->ParallelFor(static_cast<int64_t>(n),
+                    [&](int64_t i, int) { hashes[i] = ChunkHash(data, bytes, i); });
   return CombineChunkHashes(hashes.data(), n);
 }
 
@@ -100,7 +102,8 @@ Status WriteAll(int fd, uint64_t offset, const void* data, size_t bytes) {
 // ---------------------------------------------------------------------------------------------
 // Writer
 
-Result<std::unique_ptr<PackWriter>> PackWriter::Create(const std::string& path, const PackWriteOptions& options) {
+Result<std::unique_ptr<PackWriter>> PackWriter::Create(const std::string& path,
+                                                       const PackWriteOptions& options) {
   std::unique_ptr<PackWriter> w(new PackWriter());
   w->path_ = path;
   w->options_ = options;
@@ -143,7 +146,8 @@ Status PackWriter::WriteAt(uint64_t offset, const void* data, size_t bytes) {
   return OkStatus();
 }
 
-Status PackWriter::Add(const std::string& name, const void* data, size_t bytes, nlohmann::json meta) {
+Status PackWriter::Add(const std::string& name, const void* data, size_t bytes,
+                       nlohmann::json meta) {
   const uint64_t offset = AlignUp(end_);
   if (bytes > 0) G4_RETURN_IF_ERROR(WriteAt(offset, data, bytes));
   sections_.push_back({{"name", name},
@@ -156,17 +160,20 @@ Status PackWriter::Add(const std::string& name, const void* data, size_t bytes, 
 }
 
 Status PackWriter::Commit(const nlohmann::json& meta) {
-  const nlohmann::json table = {{"format_version", kPackFormatVersion}, {"meta", meta}, {"sections", sections_}};
+  const nlohmann::json table = {
+      {"format_version", kPackFormatVersion}, {"meta", meta}, {"sections", sections_}};
   const std::string text = table.dump();
   const uint64_t table_offset = AlignUp(end_);
   G4_RETURN_IF_ERROR(WriteAt(table_offset, text.data(), text.size()));
   const uint64_t file_bytes = table_offset + text.size();
-  const Header h = MakeHeader(table_offset, text.size(), Xxh64(text.data(), text.size()), file_bytes);
+  const Header h =
+      MakeHeader(table_offset, text.size(), Xxh64(text.data(), text.size()), file_bytes);
   G4_RETURN_IF_ERROR(WriteAt(0, &h, sizeof h));
   if (::fsync(fd_) != 0) {
     const int err = errno;
     Discard();
-    return Status::Errorf(path_, ": fsync failed: ", std::strerror(err), "; no file was left behind");
+    return Status::Errorf(path_, ": fsync failed: ", std::strerror(err),
+                          "; no file was left behind");
   }
   if (temp_path_.empty()) {
     // Link the unnamed file under a temporary name, then rename over PATH (linkat cannot replace).
@@ -207,25 +214,34 @@ Result<std::unique_ptr<PackFile>> PackFile::Open(const std::string& path) {
   std::memcpy(&h, base, sizeof h);
   // The version is read before the checksum so that a newer layout is named as such.
   if (h.format_version != kPackFormatVersion)
-    return Status::Errorf(path, ": written in g4 pack format version ", h.format_version, ", this g4 reads version ",
-                          kPackFormatVersion, " only; re-run `g4 pack` with this g4 (or use the g4 that wrote it)");
-  if (h.header_checksum != Xxh64(&h, offsetof(Header, header_checksum)) || h.header_bytes != kPackHeaderBytes)
-    return Status::Errorf(path, ": the header is damaged (checksum mismatch); re-create the artifact with `g4 pack`");
+    return Status::Errorf(path, ": written in g4 pack format version ", h.format_version,
+                          ", this g4 reads version ", kPackFormatVersion,
+                          " only; re-run `g4 pack` with this g4 (or use the g4 that wrote it)");
+  if (h.header_checksum != Xxh64(&h, offsetof(Header, header_checksum)) ||
+      h.header_bytes != kPackHeaderBytes)
+    return Status::Errorf(
+        path, ": the header is damaged (checksum mismatch); re-create the artifact with `g4 pack`");
   if (size < h.file_bytes)
-    return Status::Errorf(path, ": truncated: ", size, " bytes on disk, the header says ", h.file_bytes,
+    return Status::Errorf(path, ": truncated: ", size, " bytes on disk, the header says ",
+                          h.file_bytes,
                           " (an interrupted copy or download?); copy it again or re-run `g4 pack`");
   if (size > h.file_bytes)
-    return Status::Errorf(path, ": ", size - h.file_bytes, " unexpected bytes after the end the header records (",
-                          h.file_bytes, "); the file was modified or appended to");
+    return Status::Errorf(path, ": ", size - h.file_bytes,
+                          " unexpected bytes after the end the header records (", h.file_bytes,
+                          "); the file was modified or appended to");
   // Written so that no sum can wrap: every offset and length below comes from the file.
   if (h.table_offset < kPackHeaderBytes || h.table_offset > h.file_bytes ||
       h.table_bytes > h.file_bytes - h.table_offset)
-    return Status::Errorf(path, ": the section table lies outside the file; the header is inconsistent");
+    return Status::Errorf(path,
+                          ": the section table lies outside the file; the header is inconsistent");
   const char* table_text = reinterpret_cast<const char*>(base + h.table_offset);
   if (Xxh64(table_text, h.table_bytes) != h.table_checksum)
-    return Status::Errorf(path, ": the section table is damaged (checksum mismatch); re-create the artifact");
-  nlohmann::json table = nlohmann::json::parse(table_text, table_text + h.table_bytes, nullptr, false);
-  if (table.is_discarded() || !table.is_object() || !table.contains("sections") || !table["sections"].is_array())
+    return Status::Errorf(
+        path, ": the section table is damaged (checksum mismatch); re-create the artifact");
+  nlohmann::json table =
+      nlohmann::json::parse(table_text, table_text + h.table_bytes, nullptr, false);
+  if (table.is_discarded() || !table.is_object() || !table.contains("sections") ||
+      !table["sections"].is_array())
     return Status::Errorf(path, ": the section table is not valid JSON");
   pack->format_version_ = h.format_version;
   pack->meta_ = table.value("meta", nlohmann::json::object());
@@ -270,8 +286,9 @@ const PackSection* PackFile::Find(const std::string& name) const {
 }
 
 static Status ChecksumMismatch(const PackFile& pack, const PackSection& s, uint64_t got) {
-  return Status::Errorf(pack.path(), ": checksum mismatch in section ", s.name, " (", s.bytes, " bytes at offset ",
-                        s.offset, "): expected ", Hex(s.checksum), ", computed ", Hex(got),
+  return Status::Errorf(pack.path(), ": checksum mismatch in section ", s.name, " (", s.bytes,
+                        " bytes at offset ", s.offset, "): expected ", Hex(s.checksum),
+                        ", computed ", Hex(got),
                         "; the artifact is damaged: copy it again or re-run `g4 pack`");
 }
 
@@ -309,6 +326,14 @@ Status PackFile::VerifySections(ThreadPool* pool,
     const Task& task = tasks[t];
     const PackSection& s = sections_[task.section];
     hashes[task.section][task.chunk] = ChunkHash(s.data, s.bytes, task.chunk);
+    // Unmap the chunk from this process once hashed: the page cache keeps it and what the
+    // engine uses faults back in, but the peak RSS of a load is not the whole file (the PLE
+    // table, most of it, is read one row per token). Sections start on pages of their own.
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(s.data) + task.chunk * kChecksumChunkBytes;
+    const uintptr_t end =
+        std::min(begin + kChecksumChunkBytes, reinterpret_cast<uintptr_t>(s.data) + s.bytes);
+    ::madvise(reinterpret_cast<void*>(begin / page * page), end - begin / page * page,
+              MADV_DONTNEED);
   };
   if (pool) {
     pool->ParallelFor(static_cast<int64_t>(tasks.size()), run);
@@ -364,7 +389,8 @@ Status RewritePackChecksums(const std::string& path) {
     G4_ASSIGN_OR_RETURN(raw, MappedFile::Open(path));
     std::memcpy(&h, raw.data(), sizeof h);
     table_offset = h.table_offset;
-    table = nlohmann::json::parse(raw.data() + h.table_offset, raw.data() + h.table_offset + h.table_bytes);
+    table = nlohmann::json::parse(raw.data() + h.table_offset,
+                                  raw.data() + h.table_offset + h.table_bytes);
     for (auto& s : table["sections"]) {
       const uint64_t offset = s["offset"].get<uint64_t>(), bytes = s["bytes"].get<uint64_t>();
       s["checksum"] = Hex(ChunkedChecksum(raw.data() + offset, bytes));
@@ -374,10 +400,12 @@ Status RewritePackChecksums(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) return Status::Errorf(path, ": cannot open for writing: ", std::strerror(errno));
   const uint64_t file_bytes = table_offset + text.size();
-  const Header h = MakeHeader(table_offset, text.size(), Xxh64(text.data(), text.size()), file_bytes);
+  const Header h =
+      MakeHeader(table_offset, text.size(), Xxh64(text.data(), text.size()), file_bytes);
   Status st = WriteAll(fd, table_offset, text.data(), text.size());
   if (st.ok()) st = WriteAll(fd, 0, &h, sizeof h);
-  if (st.ok() && ::ftruncate(fd, static_cast<off_t>(file_bytes)) != 0) st = Status::Error(std::strerror(errno));
+  if (st.ok() && ::ftruncate(fd, static_cast<off_t>(file_bytes)) != 0)
+    st = Status::Error(std::strerror(errno));
   ::close(fd);
   return st.WithContext(path);
 }

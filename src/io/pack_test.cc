@@ -35,7 +35,8 @@ TEST(Xxh64, ChunkedChecksumCoversEveryByte) {
 
 std::vector<std::string> Entries(const std::string& dir) {
   std::vector<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    out.push_back(e.path().filename().string());
   return out;
 }
 
@@ -77,13 +78,59 @@ TEST(Pack, RoundTripAndAlignment) {
   EXPECT_EQ(*text, "hello");
 }
 
+// Resident bytes of this process's mappings that overlap [begin, end), from /proc/self/smaps.
+size_t ResidentBytesIn(uintptr_t begin, uintptr_t end) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  size_t kib = 0;
+  while (std::getline(smaps, line)) {
+    unsigned long a = 0, b = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &a, &b) == 2 && line.find(':') > line.find(' ')) {
+      inside = a < end && b > begin;
+      continue;
+    }
+    size_t v = 0;
+    if (inside && std::sscanf(line.c_str(), "Rss: %zu kB", &v) == 1) kib += v;
+  }
+  return kib * 1024;
+}
+
+// Verifying reads every byte; it must not leave the whole file resident in the process (the
+// PLE table of a packed E4B is 5.6 GB, read one row per token): peak RSS was the file's size.
+TEST(Pack, VerifyLeavesTheFileUnmappedFromThisProcess) {
+  const std::string dir = TestTempDir("pack_verify_rss");
+  const std::string path = dir + "/big.g4";
+  {
+    auto w = PackWriter::Create(path);
+    ASSERT_TRUE(w.ok()) << w.status().message();
+    std::vector<uint8_t> big(3 * kChecksumChunkBytes + 12345);
+    for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 131 + (i >> 13));
+    ASSERT_TRUE((*w)->Add("big", big.data(), big.size(), {{"kind", "vector"}}).ok());
+    ASSERT_TRUE((*w)->Commit({{"quant", "bf16"}}).ok());
+  }
+  auto pack = PackFile::Open(path);
+  ASSERT_TRUE(pack.ok()) << pack.status().message();
+  const PackSection* big = (*pack)->Find("big");
+  ASSERT_NE(big, nullptr);
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(big->data), end = begin + big->bytes;
+  ThreadPool pool(2);
+  ASSERT_TRUE((*pack)->VerifyAll(&pool).ok());
+  EXPECT_LT(ResidentBytesIn(begin, end), big->bytes / 8);
+  // The bytes are still there: they fault back in from the file.
+  EXPECT_EQ(big->data[big->bytes - 1],
+            static_cast<uint8_t>((big->bytes - 1) * 131 + ((big->bytes - 1) >> 13)));
+  EXPECT_TRUE((*pack)->VerifyAll(&pool).ok());
+}
+
 TEST(Pack, RefusesTruncatedFile) {
   const std::string dir = TestTempDir("pack_truncated");
   const std::string path = WriteSample(dir);
   ASSERT_EQ(::truncate(path.c_str(), std::filesystem::file_size(path) - 10), 0);
   auto pack = PackFile::Open(path);
   ASSERT_FALSE(pack.ok());
-  EXPECT_NE(pack.status().message().find("truncated"), std::string::npos) << pack.status().message();
+  EXPECT_NE(pack.status().message().find("truncated"), std::string::npos)
+      << pack.status().message();
 }
 
 void PatchBytes(const std::string& path, uint64_t offset, const void* bytes, size_t n) {
@@ -99,7 +146,8 @@ TEST(Pack, RefusesOtherFormatVersion) {
   PatchBytes(path, 8, &version, 4);
   auto pack = PackFile::Open(path);
   ASSERT_FALSE(pack.ok());
-  EXPECT_NE(pack.status().message().find("format version " + std::to_string(version)), std::string::npos)
+  EXPECT_NE(pack.status().message().find("format version " + std::to_string(version)),
+            std::string::npos)
       << pack.status().message();
 }
 
@@ -118,7 +166,8 @@ TEST(Pack, ChecksumMismatchNamesTheSection) {
   ASSERT_TRUE(pack.ok());
   Status st = (*pack)->VerifyAll(nullptr);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("checksum mismatch in section big"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("checksum mismatch in section big"), std::string::npos)
+      << st.message();
   // After a deliberate edit the checksums can be rewritten (tests of the numerical checks).
   ASSERT_TRUE(RewritePackChecksums(path).ok());
   auto fixed = PackFile::Open(path);
@@ -133,7 +182,8 @@ TEST(Pack, DamagedTableOrHeaderIsRefused) {
   PatchBytes(path, std::filesystem::file_size(path) - 5, &junk, 1);
   auto pack = PackFile::Open(path);
   ASSERT_FALSE(pack.ok());
-  EXPECT_NE(pack.status().message().find("table is damaged"), std::string::npos) << pack.status().message();
+  EXPECT_NE(pack.status().message().find("table is damaged"), std::string::npos)
+      << pack.status().message();
   PatchBytes(path, 0, "NOTPACK!", 8);
   pack = PackFile::Open(path);
   ASSERT_FALSE(pack.ok());

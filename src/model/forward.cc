@@ -244,7 +244,13 @@ void Model::Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Ac
     const int64_t pos = rows[0].pos;
     const int64_t visible =
         pos - (lp.window > 0 ? std::max<int64_t>(0, pos - lp.window + 1) : 0) + 1;
-    splits = static_cast<int>(std::clamp<int64_t>(visible / 128, 1, 2 * pool_->size()));
+    const int want_tasks = 2 * pool_->size();
+    splits = static_cast<int>(std::clamp<int64_t>(visible / 128, 1, want_tasks));
+    // Few KV heads (E2B has one): split shorter contexts too, down to 32 positions a chunk, so
+    // that one thread does not attend alone while the other waits.
+    if (n_runs * splits < want_tasks)
+      splits = static_cast<int>(std::max<int64_t>(
+          splits, std::min<int64_t>((want_tasks + n_runs - 1) / n_runs, visible / 32)));
   }
   const size_t partial_stride = static_cast<size_t>(hd) + 2;  // max, sum, out[hd]
   if (splits > 1) {
