@@ -72,11 +72,6 @@ int PrefillRowsPerTask(const WeightMatrix& w, size_t row_bytes) {
       w, std::max(8, static_cast<int>(std::clamp<size_t>(131072 / row_bytes, 8, 512)) / 8 * 8));
 }
 
-// The tail of a decode call is cut into tasks kTailSplit times smaller: a thread that runs out
-// of work waits for the other's last task, on average half a task, and with 1 MiB tasks that was
-// ~25 us per product, some 300 products per token.
-constexpr int kTailSplit = 8;
-
 // y rows [r0, r1) x x rows [i0, i1) of one product.
 void ProductBlock(const CpuKernels& k, const WeightMatrix& w, int r0, int r1, int i0, int i1,
                   const float* x, const QuantizedRows& xq, float* y) {
@@ -121,12 +116,11 @@ void RunProducts(const MatMulOutput* outs, int n_outs, bool gated, const float* 
                  kMaxOutputs);
     std::abort();
   }
-  // Task t of a job: W rows block t % row_tasks, x rows block t / row_tasks. Rows below
-  // tail_row go in blocks of rows_per_task, the rest (the end of a decode call) in smaller ones.
+  // Task t of a job: W rows block t % row_tasks, x rows block t / row_tasks.
   struct Job {
     const MatMulOutput* members;
-    int n_members, rows, rows_per_task, tail_row, tail_rows_per_task;
-    int64_t head_tasks, row_tasks, first_task;
+    int n_members, rows, rows_per_task;
+    int64_t row_tasks, first_task;
   };
   Job jobs[kMaxOutputs];
   int64_t n_tasks = 0;
@@ -163,46 +157,21 @@ void RunProducts(const MatMulOutput* outs, int n_outs, bool gated, const float* 
     }
     if (w.rows == 0) continue;  // nothing on this rank
     row_bytes = std::max<size_t>(1, row_bytes);
-    Job job{&outs[j], n_members, w.rows, 0, w.rows, 1, 0, 0, n_tasks};
-    if (n == 1) {
-      job.rows_per_task = DecodeRowsPerTask(w, row_bytes, call_bytes, threads);
-      // Not below 16 KiB: smaller tasks cost more in claims than they save in waiting.
-      const int floor_rows = static_cast<int>(std::min<size_t>(65536, 16384 / row_bytes + 1));
-      job.tail_rows_per_task =
-          std::min(job.rows_per_task,
-                   AlignRows(w, std::max({4, floor_rows, job.rows_per_task / kTailSplit}) / 4 * 4));
-    } else {
-      job.rows_per_task = PrefillRowsPerTask(w, row_bytes);
-      job.tail_rows_per_task = job.rows_per_task;
-    }
-    jobs[n_jobs++] = job;
+    const int rows_per_task = n == 1 ? DecodeRowsPerTask(w, row_bytes, call_bytes, threads)
+                                     : PrefillRowsPerTask(w, row_bytes);
+    const int64_t row_tasks = (w.rows + rows_per_task - 1) / rows_per_task;
+    jobs[n_jobs++] = Job{&outs[j], n_members, w.rows, rows_per_task, row_tasks, n_tasks};
+    n_tasks += row_tasks * x_tasks;
   }
-  if (n_jobs == 0) return;
-  // Only the last job's end is cut small: the queue hands tasks out in order across the jobs.
-  for (int j = 0; j < n_jobs; ++j) {
-    Job& job = jobs[j];
-    job.first_task = n_tasks;
-    if (n == 1 && j == n_jobs - 1) {
-      const int tail = AlignRows(*job.members[0].w, threads * job.rows_per_task);
-      job.tail_row = std::max(0, job.rows - tail);
-    }
-    job.tail_row = job.tail_row / job.rows_per_task * job.rows_per_task;  // whole head blocks
-    job.head_tasks = job.tail_row / job.rows_per_task;
-    job.row_tasks = job.head_tasks +
-                    (job.rows - job.tail_row + job.tail_rows_per_task - 1) / job.tail_rows_per_task;
-    n_tasks += job.row_tasks * x_tasks;
-  }
+  if (n_tasks == 0) return;
   const QuantizedRows xq = quantized ? QuantizeRows(x, n, cols, pool) : QuantizedRows{};
   pool.ParallelFor(n_tasks, [&](int64_t task, int) {
     int j = n_jobs - 1;
     while (task < jobs[j].first_task) --j;
     const Job& job = jobs[j];
-    const int64_t t = task - job.first_task, rt = t % job.row_tasks;
-    const int r0 = rt < job.head_tasks ? static_cast<int>(rt) * job.rows_per_task
-                                       : job.tail_row + static_cast<int>(rt - job.head_tasks) *
-                                                            job.tail_rows_per_task;
-    const int r1 =
-        std::min(job.rows, r0 + (rt < job.head_tasks ? job.rows_per_task : job.tail_rows_per_task));
+    const int64_t t = task - job.first_task;
+    const int r0 = static_cast<int>(t % job.row_tasks) * job.rows_per_task;
+    const int r1 = std::min(job.rows, r0 + job.rows_per_task);
     const int i0 = static_cast<int>(t / job.row_tasks) * kXRowsPerTask;
     const int i1 = std::min(n, i0 + kXRowsPerTask);
     for (int m = 0; m < job.n_members; ++m)

@@ -206,11 +206,11 @@ INSTANTIATE_TEST_SUITE_P(Types, MatMulTest,
                          ::testing::Values(WeightType::kBF16, WeightType::kQ8, WeightType::kQ4),
                          [](const auto& info) { return std::string(WeightTypeName(info.param)); });
 
-// The threaded products cut each call into tasks (decode: large blocks, then a tail of smaller
-// ones at the end of the call's last matrix; row groups stay whole). Whatever the cut, each
+// The threaded products cut each call into tasks (decode: blocks sized by the whole call, gate
+// and up at the same rows; row groups stay whole). Whatever the cut, each
 // output row is the active kernel's product over that row alone, so the pooled result must equal
 // one kernel call over all rows bit for bit, for every matrix of a shared call and for gelu(gate)
-// * up. Sizes: 16-row groups with a partial task at the end, calls large enough for a tail.
+// * up. Sizes: 16-row groups with a partial task at the end of each matrix.
 TEST(Quantize, PooledProductsEqualOneKernelCallOverAllRows) {
   const CpuKernels& k = ActiveKernels();
   for (WeightType type : {WeightType::kBF16, WeightType::kQ8, WeightType::kQ4}) {
