@@ -98,6 +98,27 @@ double RelRms(const std::vector<float>& a, const std::vector<double>& b, double 
   return std::sqrt(num / a.size()) / typical;
 }
 
+// y[n, w.rows] from one call of table k over W rows [r0, w.rows), rows before r0 left NaN; x
+// quantized per row as the threaded products do.
+std::vector<float> KernelProduct(const CpuKernels& k, const WeightMatrix& w,
+                                 const std::vector<float>& x, int n, int r0 = 0) {
+  const int rows = w.rows, cols = w.cols;
+  std::vector<float> y(static_cast<size_t>(n) * rows, NAN);
+  if (w.type == WeightType::kBF16) {
+    k.matmul_bf16(w, r0, rows, x.data(), n, y.data(), rows);
+    return y;
+  }
+  const int nb = cols / 32;
+  std::vector<int8_t> xq(static_cast<size_t>(n) * cols);
+  std::vector<float> xs(n * nb), xc(n * nb);
+  for (int i = 0; i < n; ++i)
+    k.quantize_row_q8(x.data() + i * cols, cols, xq.data() + i * cols, xs.data() + i * nb,
+                      xc.data() + i * nb);
+  const QuantizedRows qr{n, cols, xq.data(), xs.data(), xc.data()};
+  (w.type == WeightType::kQ8 ? k.matmul_q8 : k.matmul_q4)(w, r0, rows, qr, y.data(), rows);
+  return y;
+}
+
 class MatMulTest : public ::testing::TestWithParam<WeightType> {};
 
 TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
@@ -143,20 +164,7 @@ TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
         for (float v : x) xx += v * v;
         const double typical = std::sqrt(ww / rows * xx / n / cols);
         auto run = [&](const CpuKernels& k, const WeightMatrix& wm, int r0 = 0) {
-          std::vector<float> y(static_cast<size_t>(n) * rows, NAN);
-          if (type == WeightType::kBF16) {
-            k.matmul_bf16(wm, r0, rows, x.data(), n, y.data(), rows);
-          } else {
-            const int nb = cols / 32;
-            std::vector<int8_t> xq(static_cast<size_t>(n) * cols);
-            std::vector<float> xs(n * nb), xc(n * nb);
-            for (int i = 0; i < n; ++i)
-              k.quantize_row_q8(x.data() + i * cols, cols, xq.data() + i * cols, xs.data() + i * nb,
-                                xc.data() + i * nb);
-            QuantizedRows qr{n, cols, xq.data(), xs.data(), xc.data()};
-            (type == WeightType::kQ8 ? k.matmul_q8 : k.matmul_q4)(wm, r0, rows, qr, y.data(), rows);
-          }
-          return y;
+          return KernelProduct(k, wm, x, n, r0);
         };
         const std::string where = std::string(WeightTypeName(type)) + " rows " +
                                   std::to_string(rows) + " cols " + std::to_string(cols) + " n " +
@@ -239,23 +247,7 @@ TEST(Quantize, PooledProductsEqualOneKernelCallOverAllRows) {
           }
         }
         const auto x = Random(static_cast<size_t>(n) * cols, 5 + n);
-        auto one_call = [&](const WeightMatrix& wm) {
-          std::vector<float> y(static_cast<size_t>(n) * wm.rows);
-          if (type == WeightType::kBF16) {
-            k.matmul_bf16(wm, 0, wm.rows, x.data(), n, y.data(), wm.rows);
-          } else {
-            const int nb = cols / 32;
-            std::vector<int8_t> xq(static_cast<size_t>(n) * cols);
-            std::vector<float> xs(n * nb), xc(n * nb);
-            for (int i = 0; i < n; ++i)
-              k.quantize_row_q8(x.data() + i * cols, cols, xq.data() + i * cols, xs.data() + i * nb,
-                                xc.data() + i * nb);
-            const QuantizedRows qr{n, cols, xq.data(), xs.data(), xc.data()};
-            (type == WeightType::kQ8 ? k.matmul_q8 : k.matmul_q4)(wm, 0, wm.rows, qr, y.data(),
-                                                                  wm.rows);
-          }
-          return y;
-        };
+        auto one_call = [&](const WeightMatrix& wm) { return KernelProduct(k, wm, x, n); };
         const std::string where = std::string(WeightTypeName(type)) + " threads " +
                                   std::to_string(threads) + " n " + std::to_string(n);
         std::vector<float> y[3];
