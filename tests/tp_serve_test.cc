@@ -4,13 +4,16 @@
 // sequences batched into the same steps, prompts over several prefill chunks and past the
 // sliding window, a slot whose cache is rewound for prefix reuse and one that is reset. The
 // followers' caches only track rank 0's through the step messages, so any mistake there changes
-// the all-reduced sums and the output. Failure paths end every rank.
+// the all-reduced sums and the output. Failure paths end every rank. A gate holds the engine
+// until each wave is submitted, so the slots each sequence takes do not depend on thread timing.
 #include "parallel/tp_serve.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <future>
+#include <mutex>
 
 #include "model/arch/gemma4.h"
 #include "parallel/rank_plan.h"
@@ -49,16 +52,52 @@ SchedulerOptions Options() {
   return so;
 }
 
-// Runs the sequences of each wave together (all submitted at once); a wave finishes before the
-// next starts. `make_wave(i, earlier)` builds wave i from the results so far.
+// Holds the engine before its next forward step until the whole wave is submitted. Without it,
+// a descheduled test thread let the first sequence run to its end alone, the second took its
+// slot, and the prefix the next wave counts on was gone (seen 1 run in 30 on 2 busy cores).
+class WaveGate : public StepListener {
+ public:
+  explicit WaveGate(StepListener* next) : next_(next) {}
+  void Close() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = false;
+  }
+  void Open() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      open_ = true;
+    }
+    opened_.notify_all();
+  }
+  void BeforeForward(const std::vector<BatchRow>& rows,
+                     const std::vector<int>& row_slots) override {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      opened_.wait(lock, [&] { return open_; });
+    }
+    if (next_) next_->BeforeForward(rows, row_slots);
+  }
+
+ private:
+  StepListener* next_;
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = true;
+};
+
+// Runs the sequences of each wave together (all submitted before the engine takes a step); a
+// wave finishes before the next starts. `make_wave(i, earlier)` builds wave i from the results
+// so far.
 using WaveMaker =
     std::function<std::vector<std::vector<int>>(int wave, const std::vector<Seq>& earlier)>;
 std::vector<Seq> Serve(Model& model, StepListener* listener, int waves,
                        const WaveMaker& make_wave) {
-  Scheduler scheduler(model, Options(), listener);
+  WaveGate gate(listener);
+  Scheduler scheduler(model, Options(), &gate);
   std::vector<Seq> all;
   for (int w = 0; w < waves; ++w) {
     const std::vector<std::vector<int>> prompts = make_wave(w, all);
+    gate.Close();
     std::vector<std::shared_ptr<Seq>> seqs;
     std::vector<std::future<void>> done;
     for (const auto& prompt : prompts) {
@@ -81,6 +120,7 @@ std::vector<Seq> Serve(Model& model, StepListener* listener, int waves,
       EXPECT_EQ(scheduler.Submit(std::move(r)).admission, Admission::kAccepted);
       seqs.push_back(seq);
     }
+    gate.Open();
     for (auto& f : done) f.wait();
     for (auto& s : seqs) all.push_back(*s);
   }
