@@ -96,6 +96,66 @@ INSTANTIATE_TEST_SUITE_P(Presets, PackRoundTrip,
                          ::testing::Combine(::testing::Values("e2b", "e4b", "12b"), ::testing::Values("bf16", "q8", "q4")),
                          [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
+// The address ranges /proc/self/maps lists for `path`.
+std::vector<std::pair<uintptr_t, uintptr_t>> MappingsOf(const std::string& path) {
+  const std::string want = std::filesystem::canonical(path).string();
+  std::vector<std::pair<uintptr_t, uintptr_t>> out;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    if (line.size() < want.size() ||
+        line.compare(line.size() - want.size(), want.size(), want) != 0)
+      continue;
+    uintptr_t begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &begin, &end) == 2) out.emplace_back(begin, end);
+  }
+  return out;
+}
+
+// Every matrix of a loaded artifact lives in memory the engine owns, in every format and
+// whichever layout the kernels read (bf16, and matrices the row groups do not fit): they are
+// read on every token, and these machines page mapped files out, so decode would re-read them
+// from disk. Only the PLE table stays mapped (read one row per token).
+TEST(PackLoad, EveryMatrixIsCopiedOutOfTheMapping) {
+  for (const char* quant : {"bf16", "q8", "q4"}) {
+    SCOPED_TRACE(quant);
+    const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
+    ASSERT_FALSE(dir.empty());
+    WeightType type;
+    ASSERT_TRUE(ParseWeightType(quant, &type));
+    const std::string out = TestTempDir(std::string("owned_") + quant) + "/model.g4";
+    PackModelOptions options;
+    options.quant = type;
+    options.threads = 2;
+    ASSERT_TRUE(PackModel(dir, out, options).ok());
+    ModelOptions mo;
+    mo.threads = 2;
+    auto model = Model::Load(out, mo);
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    const auto ranges = MappingsOf(out);
+    auto mapped = [&](const void* p) {
+      const auto a = reinterpret_cast<uintptr_t>(p);
+      for (const auto& [begin, end] : ranges)
+        if (a >= begin && a < end) return true;
+      return false;
+    };
+    // The check can see a mapped pointer: the PLE table is one.
+    ASSERT_TRUE(mapped((*model)->weights().ple_table));
+    int matrices = 0;
+    for (const WeightMatrix* m : (*model)->weights().Matrices()) {
+      if (m->empty()) continue;
+      ++matrices;
+      EXPECT_FALSE(mapped(m->data)) << "a " << WeightTypeName(m->type) << " [" << m->rows << ", "
+                                    << m->cols << "] matrix is read from the mapped file";
+    }
+    EXPECT_GT(matrices, 10);
+    // Nothing but the PLE table is counted as mapped.
+    const ModelPlan& plan = (*model)->plan();
+    EXPECT_EQ((*model)->weights().mapped_bytes,
+              static_cast<int64_t>(plan.vocab) * plan.n_layers() * plan.ple_dim *
+                  static_cast<int64_t>(DTypeSize((*model)->weights().ple_dtype)));
+  }
+}
+
 std::string PackedTiny(const std::string& preset, const std::string& name, const std::string& quant = "bf16") {
   const std::string dir = TinyCheckpoint(preset, {.vocab = 512});
   const std::string out = TestTempDir(name) + "/model.g4";

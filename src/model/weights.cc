@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -25,6 +26,19 @@ void DropPages(const void* data, size_t bytes) {
   const uintptr_t begin = reinterpret_cast<uintptr_t>(data) / page * page;
   const uintptr_t end = reinterpret_cast<uintptr_t>(data) + bytes;
   madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+// Copies `bytes` from a read-only mapping in chunks over the pool, unmapping each source chunk
+// once copied, so the process never holds both copies of a large matrix (an E2B bf16 embedding
+// is 0.8 GB).
+void CopyAndDropPages(uint8_t* dst, const uint8_t* src, size_t bytes, ThreadPool* pool) {
+  constexpr size_t kChunk = size_t{4} << 20;
+  const int64_t n = static_cast<int64_t>((bytes + kChunk - 1) / kChunk);
+  pool->ParallelFor(n, [&](int64_t i, int) {
+    const size_t begin = static_cast<size_t>(i) * kChunk, len = std::min(kChunk, bytes - begin);
+    std::memcpy(dst + begin, src + begin, len);
+    DropPages(src + begin, len);
+  });
 }
 
 // Rows [row_begin, row_begin + n_rows) and columns [col_begin, col_begin + n_cols) of a
@@ -149,23 +163,33 @@ std::vector<WeightMatrix*> ModelWeights::Matrices() {
 }
 
 void ToKernelLayout(ModelWeights* w, ThreadPool* pool) {
-  std::map<const void*, WeightMatrix> done;  // a buffer two matrices share is reordered once
+  std::map<const void*, WeightMatrix> done;  // a buffer two matrices share is handled once
   for (WeightMatrix* m : w->Matrices()) {
     if (m->empty()) continue;
     if (auto it = done.find(m->data); it != done.end()) {
       *m = it->second;
       continue;
     }
-    if (!CanUseRowGroups(*m) || ActiveKernels().LayoutFor(m->type) != WeightLayout::kRowGroups16)
-      continue;
+    const bool regroup =
+        CanUseRowGroups(*m) && ActiveKernels().LayoutFor(m->type) == WeightLayout::kRowGroups16;
     const void* before = m->data;
     if (w->artifact) {
-      // Matrices of a packed artifact point into its read-only mapping: reorder into memory
-      // the engine owns, and let the mapped pages go.
-      ToRowGroups(m, w->Allocate(m->bytes), pool);
+      // Matrices of a packed artifact point into its read-only mapping. They are read on every
+      // token, and mapped pages get paged out on these machines (decode then re-reads them from
+      // disk): reorder or copy each into memory the engine owns, and let the mapped pages go.
+      uint8_t* owned = w->Allocate(m->bytes);
+      if (regroup) {
+        ToRowGroups(m, owned, pool);
+      } else {
+        CopyAndDropPages(owned, static_cast<const uint8_t*>(before), m->bytes, pool);
+        m->data = owned;
+      }
       DropPages(before, m->bytes);
-    } else {
+      w->mapped_bytes -= static_cast<int64_t>(m->bytes);
+    } else if (regroup) {
       ToRowGroups(m, static_cast<uint8_t*>(const_cast<void*>(m->data)), pool);
+    } else {
+      continue;
     }
     done[before] = *m;
   }

@@ -50,7 +50,7 @@ struct ModelWeights {
   std::string tensor_prefix;             // "model.language_model." or "model."
   int64_t resident_bytes = 0;            // bytes copied into engine memory
   WeightType quant = WeightType::kBF16;  // the requested format (LoadOptions::quant)
-  int64_t mapped_bytes = 0;              // bytes left mapped (PLE table)
+  int64_t mapped_bytes = 0;              // bytes left mapped (PLE table, lookup table)
 
   // Keeps the mapped files (PLE table) and the owned buffers alive.
   std::unique_ptr<TensorStore> store;
@@ -61,7 +61,8 @@ struct ModelWeights {
   // model projection, then each layer's.
   std::vector<const WeightMatrix*> Matrices() const;
   std::vector<WeightMatrix*> Matrices();
-  // A packed artifact (model/packed_model.h) the matrices point into; null for a checkpoint.
+  // A packed artifact (model/packed_model.h) whose mapping the PLE table points into (and the
+  // matrices, until ToKernelLayout copies them out); null for a checkpoint.
   std::shared_ptr<const void> artifact;
 };
 
@@ -90,8 +91,10 @@ Result<std::unique_ptr<ModelWeights>> LoadRankWeights(const ModelPlan& full, con
                                                       const LoadOptions& options = {});
 
 // Reorders the q8/q4 matrices into the layout the active kernels read fastest (row groups for
-// the AVX-512 VNNI and AVX2 q8/q4 tables; kernels/quantize.h), in place, or into owned memory for a
-// packed artifact's read-only mapping. Nothing to do for kernels that read the row-major layout.
+// the AVX-512 VNNI and AVX2 q8/q4 tables; kernels/quantize.h), in place for a checkpoint. A
+// packed artifact's matrices, which point into its read-only mapping, are all reordered or copied
+// into owned memory (read on every token, they must not be paged out with the file); only its
+// PLE table stays mapped.
 void ToKernelLayout(ModelWeights* w, ThreadPool* pool);
 
 // Parameter counts for `g4 inspect` (spec §7), derived from the plan.
