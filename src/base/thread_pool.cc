@@ -61,8 +61,13 @@ void ThreadPool::WorkerLoop(int thread_index) {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return generation() != seen; });
     }
-    if (stop_.load()) return;
+    // Take the generation before looking at stop_. The other order deadlocked the destructor:
+    // woken by the last job, a worker found stop_ still false, then read the generation the
+    // destructor had just bumped as "seen" and slept on it, after the only notify (seen once
+    // under TSan, kernels_test ThreadPool.BackToBackJobsOfGrowingSizeRunEachTaskOnce).
+    // stop_ is stored before that bump, so whoever reads the bump here also reads stop_.
     seen = generation();
+    if (stop_.load()) return;
     RunTasks(seen, thread_index);
   }
 }
