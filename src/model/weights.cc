@@ -180,11 +180,12 @@ void ToKernelLayout(ModelWeights* w, ThreadPool* pool) {
       uint8_t* owned = w->Allocate(m->bytes);
       if (regroup) {
         ToRowGroups(m, owned, pool);
+        DropPages(before, m->bytes);
       } else {
+        // Drops each chunk's pages as it goes.
         CopyAndDropPages(owned, static_cast<const uint8_t*>(before), m->bytes, pool);
         m->data = owned;
       }
-      DropPages(before, m->bytes);
       w->mapped_bytes -= static_cast<int64_t>(m->bytes);
     } else if (regroup) {
       ToRowGroups(m, static_cast<uint8_t*>(const_cast<void*>(m->data)), pool);
