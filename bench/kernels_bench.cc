@@ -91,6 +91,15 @@ void BM_QuantizeActivations(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * cols * 4);
 }
 
+// Greedy sampling over the 262,144 logits of one row (1 MiB, cache-resident as after the LM head).
+void BM_ArgMax(benchmark::State& state) {
+  const int64_t n = 262144;
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 7919) % 100003) * 1e-3f;
+  for (auto _ : state) benchmark::DoNotOptimize(ArgMax(x.data(), n));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * 4);
+}
+
 // One KV head's attention for 8 query heads at one decode position, one thread: the E2B shapes
 // (head dim 256 over the 512-key sliding window, 512 over a long full-attention context).
 // range(0): head dim, range(1): keys, range(2): 0 = scores (q . K), 1 = values (p V),
@@ -138,6 +147,7 @@ BENCHMARK(BM_Prefill)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_QuantizeActivations);
+BENCHMARK(BM_ArgMax);
 BENCHMARK(BM_Attention)->ArgsProduct({{256}, {512}, {0, 1}, {1, 96}})->UseRealTime();
 BENCHMARK(BM_Attention)->ArgsProduct({{512}, {2048}, {0, 1}, {1, 96}})->UseRealTime();
 

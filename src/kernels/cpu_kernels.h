@@ -31,6 +31,11 @@ struct CpuKernels {
   void (*bf16_to_f32)(const uint16_t* src, float* dst, int n);
   // y[i] += a * x[i]
   void (*axpy_f32)(float a, const float* x, float* y, int n);
+  // sum_i x[i]^2, accumulated in double (RMSNorm's statistic; float products are exact there).
+  double (*sum_squares)(const float* x, int n);
+  // Index of the first largest x[i] (greedy sampling over the vocabulary). NaN is never chosen;
+  // 0 when every value is NaN or -inf.
+  int64_t (*argmax)(const float* x, int64_t n);
   // Quantizes one row of `cols` (a multiple of 32) floats: q, scale[cols/32], corr[cols/32].
   // Round to nearest even of x * 127 / max|x| per block, so every ISA gets the same ints.
   void (*quantize_row_q8)(const float* x, int cols, int8_t* q, float* scale, float* corr);

@@ -46,6 +46,59 @@ TEST(Kernels, Avx2MatchesGeneric) {
   }
 }
 
+// Greedy sampling's argmax and RMSNorm's sum of squares, every table: the first of tied maxima
+// wins (ties across vector lanes and between the vector part and the tail), NaN never wins,
+// all -inf or all NaN gives 0; lengths around the vector widths and a vocabulary-sized one.
+TEST(Kernels, ArgMaxAndSumSquaresMatchScalarDefinitions) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  std::vector<const CpuKernels*> tables = UsableSimdKernels();
+  tables.push_back(&GenericKernels());
+  auto first_max = [](const std::vector<float>& v) {
+    int64_t best = 0;
+    bool found = false;
+    for (size_t i = 0; i < v.size(); ++i)
+      if (!std::isnan(v[i]) && v[i] != -INFINITY && (!found || v[i] > v[best])) {
+        best = static_cast<int64_t>(i);
+        found = true;
+      }
+    return best;
+  };
+  for (const CpuKernels* k : tables) {
+    for (int n : {1, 2, 7, 15, 16, 17, 31, 32, 33, 100, 1000, 262144 + 5}) {
+      std::vector<float> x(n);
+      for (float& v : x) v = nd(rng);
+      EXPECT_EQ(k->argmax(x.data(), n), first_max(x)) << k->name << " n=" << n;
+      // A tie: the same maximum planted at two places (same lane, other lanes, the tail).
+      for (int at : {0, 3, 8, 13, 16, 23, n - 1}) {
+        if (at >= n) continue;
+        for (int again : {at + 1, at + 8, at + 16, at + 17, n - 1}) {
+          if (again <= at || again >= n) continue;
+          std::vector<float> t = x;
+          t[at] = t[again] = 100.0f;
+          EXPECT_EQ(k->argmax(t.data(), n), at)
+              << k->name << " n=" << n << " ties " << at << "," << again;
+          t[at] = NAN;  // NaN is skipped: the later copy wins
+          EXPECT_EQ(k->argmax(t.data(), n), again) << k->name << " n=" << n;
+        }
+      }
+      std::vector<float> neg(n, -INFINITY);
+      EXPECT_EQ(k->argmax(neg.data(), n), 0) << k->name;
+      std::vector<float> nan(n, NAN);
+      EXPECT_EQ(k->argmax(nan.data(), n), 0) << k->name;
+      neg[n - 1] = -1e30f;
+      EXPECT_EQ(k->argmax(neg.data(), n), n - 1) << k->name;
+
+      long double want = 0;
+      for (float v : x) want += static_cast<long double>(v) * v;
+      // Rounding of n double additions: at most ~n * 1.1e-16 relative.
+      EXPECT_NEAR(k->sum_squares(x.data(), n), static_cast<double>(want),
+                  std::max(1e-14, 2e-16 * n) * static_cast<double>(want))
+          << k->name << " n=" << n;
+    }
+  }
+}
+
 // The SIMD GELU uses its own exp-based tanh: compare with double-precision GELU over the range
 // activations take (and past it: tanh saturates, exp underflows), including odd tails.
 TEST(Kernels, SimdGeluMatchesDoubleGelu) {

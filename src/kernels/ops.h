@@ -54,6 +54,7 @@ void ApplyRope(float* head, int head_dim, int n_pairs, const float* cos, const f
 // softcap * tanh(x / softcap) in place.
 void Softcap(float* x, int64_t n, float softcap);
 
+// Index of the first largest value (NaN never wins; 0 if all are NaN or -inf).
 int64_t ArgMax(const float* x, int64_t n);
 
 }  // namespace g4

@@ -30,6 +30,31 @@ void AxpyF32(float a, const float* x, float* y, int n) {
   for (int i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+double SumSquares(const float* x, int n) {
+  // Four independent chains: one chain of dependent double adds is latency-bound.
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += static_cast<double>(x[i]) * x[i];
+    s1 += static_cast<double>(x[i + 1]) * x[i + 1];
+    s2 += static_cast<double>(x[i + 2]) * x[i + 2];
+    s3 += static_cast<double>(x[i + 3]) * x[i + 3];
+  }
+  for (; i < n; ++i) s0 += static_cast<double>(x[i]) * x[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+int64_t ArgMaxF32(const float* x, int64_t n) {
+  int64_t best = 0;
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] > m) {  // false for NaN
+      m = x[i];
+      best = i;
+    }
+  return best;
+}
+
 void QuantizeRowQ8(const float* x, int cols, int8_t* q, float* scale, float* corr) {
   for (int b = 0; b < cols / kQuantBlock; ++b) {
     const float* xb = x + b * kQuantBlock;
@@ -210,6 +235,8 @@ const CpuKernels& GenericKernels() {
       .dot_bf16_f32 = DotBf16F32,
       .bf16_to_f32 = Bf16ToF32Row,
       .axpy_f32 = AxpyF32,
+      .sum_squares = SumSquares,
+      .argmax = ArgMaxF32,
       .quantize_row_q8 = QuantizeRowQ8,
       .quantize_row_q8w = QuantizeRowQ8W,
       .quantize_row_q4w = QuantizeRowQ4W,

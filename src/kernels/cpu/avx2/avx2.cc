@@ -67,6 +67,67 @@ void AxpyF32(float a, const float* x, float* y, int n) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+double SumSquares(const float* x, int n) {
+  __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(),
+                    _mm256_setzero_pd()};
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+    const __m256d d[4] = {
+        _mm256_cvtps_pd(_mm256_castps256_ps128(v0)), _mm256_cvtps_pd(_mm256_extractf128_ps(v0, 1)),
+        _mm256_cvtps_pd(_mm256_castps256_ps128(v1)), _mm256_cvtps_pd(_mm256_extractf128_ps(v1, 1))};
+    for (int c = 0; c < 4; ++c) acc[c] = _mm256_fmadd_pd(d[c], d[c], acc[c]);
+  }
+  alignas(32) double lanes[4];
+  _mm256_store_pd(lanes,
+                  _mm256_add_pd(_mm256_add_pd(acc[0], acc[1]), _mm256_add_pd(acc[2], acc[3])));
+  double s = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
+// Each lane keeps its largest value and where it was (a strict compare keeps the first of equal
+// values); the lanes are merged by value, then by the smaller index.
+int64_t ArgMaxF32(const float* x, int64_t n) {
+  float best_value = -INFINITY;
+  int64_t best = 0, i = 0;
+  if (n >= 16 && n <= INT32_MAX) {
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+    __m256i at0 = _mm256_setzero_si256(), at1 = at0;
+    __m256i cur0 = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i cur1 = _mm256_add_epi32(cur0, _mm256_set1_epi32(8));
+    const __m256i step = _mm256_set1_epi32(16);
+    for (; i + 16 <= n; i += 16) {
+      const __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+      const __m256 gt0 = _mm256_cmp_ps(v0, m0, _CMP_GT_OQ), gt1 = _mm256_cmp_ps(v1, m1, _CMP_GT_OQ);
+      m0 = _mm256_blendv_ps(m0, v0, gt0);
+      m1 = _mm256_blendv_ps(m1, v1, gt1);
+      at0 = _mm256_blendv_epi8(at0, cur0, _mm256_castps_si256(gt0));
+      at1 = _mm256_blendv_epi8(at1, cur1, _mm256_castps_si256(gt1));
+      cur0 = _mm256_add_epi32(cur0, step);
+      cur1 = _mm256_add_epi32(cur1, step);
+    }
+    alignas(32) float value[16];
+    alignas(32) int32_t index[16];
+    _mm256_store_ps(value, m0);
+    _mm256_store_ps(value + 8, m1);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(index), at0);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(index + 8), at1);
+    for (int l = 0; l < 16; ++l)
+      if (value[l] > best_value || (value[l] == best_value && index[l] < best)) {
+        best_value = value[l];
+        best = index[l];
+      }
+    if (best_value == -INFINITY) best = 0;  // no lane found a value above -inf
+  }
+  for (; i < n; ++i)  // later than every vector element: only a larger value wins
+    if (x[i] > best_value) {
+      best_value = x[i];
+      best = i;
+    }
+  return best;
+}
+
 void QuantizeRowQ8(const float* x, int cols, int8_t* q, float* scale, float* corr) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -705,6 +766,8 @@ const CpuKernels* Avx2Kernels() {
       .dot_bf16_f32 = DotBf16F32,
       .bf16_to_f32 = Bf16ToF32Row,
       .axpy_f32 = AxpyF32,
+      .sum_squares = SumSquares,
+      .argmax = ArgMaxF32,
       .quantize_row_q8 = QuantizeRowQ8,
       .quantize_row_q8w = QuantizeRowQ8W,
       .quantize_row_q4w = QuantizeRowQ4W,
