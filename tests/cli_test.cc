@@ -178,6 +178,26 @@ TEST(Cli, BenchReportsTheFormatTheWeightsAreIn) {
                                       .output)["weight_bytes_per_token"]);
 }
 
+// One untimed prefill and two decode steps come first unless --no-warmup (the first pass after
+// a load is slower: first touches of buffers and pages); the report says which it did.
+TEST(Cli, BenchWarmsUpFirstUnlessAskedNot) {
+  const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
+  const std::string flags = " --model " + dir +
+                            " --threads 1 --prefill 4 12 --contexts 0 --decode-tokens 1 "
+                            "--chunk 8 --mem-bw-mib 16 --json";
+  RunResult warm = RunG4("bench" + flags, /*merge_stderr=*/false);
+  RunResult cold = RunG4("bench --no-warmup" + flags, /*merge_stderr=*/false);
+  ASSERT_EQ(warm.exit_code, 0) << warm.output;
+  ASSERT_EQ(cold.exit_code, 0) << cold.output;
+  const auto jw = nlohmann::json::parse(warm.output), jc = nlohmann::json::parse(cold.output);
+  EXPECT_EQ(jw["warmup"], true);
+  EXPECT_EQ(jc["warmup"], false);
+  for (const auto& j : {jw, jc}) {
+    EXPECT_GT(j["prefill_tok_s_by_len"]["12"].get<double>(), 0);
+    EXPECT_GT(j["decode_tok_s"].get<double>(), 0);
+  }
+}
+
 // The contexts take turns every --window tokens and the weights are read alone after each turn;
 // the report's tok/s, paired bandwidth fractions and context ratios all follow from the windows
 // it lists (recomputed here: 5 tokens in windows of 2 make 2 + 2 + 1 per repetition).
