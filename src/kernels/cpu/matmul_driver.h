@@ -40,7 +40,9 @@ void MatMulQuantized(const WeightMatrix& w, int r0, int r1, const QuantizedRows&
     WalkRowGroups<Tiles, Tiles::kGroupCols>(w, r0, r1, x, &i, y, ldy);
     return;
   }
-  auto tile = [&]<int R, int C>(int r, int i) { Tiles::template RowTile<R, C>(w, r, x, i, y, ldy); };
+  auto tile = [&]<int R, int C>(int r, int i) {
+    Tiles::template RowTile<R, C>(w, r, x, i, y, ldy);
+  };
   // Matrix-vector (decode): 4 rows per tile, one x row.
   if (x.n == 1) {
     WalkTiles<4, 1>(r0, r1, x.n, tile);
