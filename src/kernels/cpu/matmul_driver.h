@@ -19,10 +19,13 @@ namespace g4 {
 // All take (const WeightMatrix&, int, const QuantizedRows&, int, float*, int64_t).
 
 // Row groups: x rows outer in tiles of Tiles::kGroupCols (then half as many, down to 1), groups
-// inner: a task's groups stay in L2 while the x tiles pass over them.
+// inner: a task's groups stay in L2 while the x tiles pass over them. Always inlined: the driver
+// stays one flat function, as the hand-written twins were (left to itself, GCC inlined the avx2
+// group tiles differently from them).
 template <typename Tiles, int C>
-inline void WalkRowGroups(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, int* i,
-                          float* y, int64_t ldy) {
+[[gnu::always_inline]] inline void WalkRowGroups(const WeightMatrix& w, int r0, int r1,
+                                                 const QuantizedRows& x, int* i, float* y,
+                                                 int64_t ldy) {
   for (; *i + C <= x.n; *i += C)
     for (int r = r0; r < r1; r += kRowGroup) Tiles::template RowGroupTile<C>(w, r, x, *i, y, ldy);
   if constexpr (C > 1) WalkRowGroups<Tiles, C / 2>(w, r0, r1, x, i, y, ldy);
