@@ -97,7 +97,7 @@ ChatOutput ParseGemma4Output(std::string_view text);
 // true/false or null/None are read as strings.
 Result<nlohmann::json> ParseGemma4Arguments(std::string_view text);
 
-// What a checkpoint's chat_template.jinja is. Keyed on text features (see chat_gemma4.cc):
+// What a checkpoint's chat_template.jinja is. Keyed on text features (see chat_gemma4_template.cc):
 // "<|think|>\n" vs "<|think|>", the empty thought channel in the generation prompt,
 // reasoning_content replay, turn continuation after tool responses, `!= 'tool'` role guards,
 // and Gemma-3 markers. known=false comes with a warning naming what was found; `features` then

@@ -8,6 +8,7 @@
 
 #include "base/mapped_file.h"
 #include "io/pack.h"
+#include "tokenizer/tokenizer_json.h"
 
 namespace g4 {
 namespace {
@@ -258,31 +259,7 @@ Tokenizer::Tokenizer() = default;
 Tokenizer::~Tokenizer() = default;
 
 // ---------------------------------------------------------------------------------------------
-// Loading
-
-namespace {
-
-using simdjson::dom::element;
-
-// Reads {"String": "x"} (a literal pattern). Regex patterns are not supported.
-Result<std::string> LiteralPattern(element pattern, const std::string& where) {
-  std::string_view literal;
-  if (pattern["String"].get(literal) != simdjson::SUCCESS)
-    return Status::Errorf(where, ": only literal {\"String\": ...} patterns are supported");
-  return std::string(literal);
-}
-
-// Reads an optional field: leaves *out alone when it is missing or of another type.
-template <class Json, class T>
-bool TryGet(Json json, T* out) {
-  return json.get(*out) == simdjson::SUCCESS;
-}
-
-bool IsNullOrMissing(simdjson::simdjson_result<element> value) {
-  return value.error() != simdjson::SUCCESS || value.value_unsafe().is_null();
-}
-
-}  // namespace
+// Loading: tokenizer_json.cc reads the file into a TokenizerJson; the tables are built from it.
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& path) {
   if (!FileExists(path))
@@ -310,90 +287,55 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(std::string_view text, co
 }
 
 Status Tokenizer::Parse(const char* padded_json, size_t size) {
-  simdjson::dom::parser parser;
-  element root;
-  if (auto error = parser.parse(padded_json, size, /*realloc_if_needed=*/false).get(root);
-      error != simdjson::SUCCESS)
-    return Status::Errorf("not valid JSON: ", simdjson::error_message(error));
-  if (!root.is_object()) return Status::Error("not a tokenizer.json (top level is not an object)");
-  element model;
-  if (root["model"].get(model) != simdjson::SUCCESS || !model.is_object())
-    return Status::Error("no \"model\" object");
-  std::string_view type;
-  if (model["type"].get(type) != simdjson::SUCCESS)
-    return Status::Error("model.type is missing (g4 reads BPE tokenizers only)");
-  if (type != "BPE")
-    return Status::Errorf("model.type is \"", type, "\"; g4 reads BPE tokenizers only");
-  simdjson::dom::object vocab;
-  if (model["vocab"].get(vocab) != simdjson::SUCCESS)
-    return Status::Error("model.vocab is missing");
-  if (vocab.size() == 0) return Status::Error("model.vocab is empty");
-  simdjson::dom::array merges;
-  if (model["merges"].get(merges) != simdjson::SUCCESS)
-    return Status::Error("model.merges is missing");
+  G4_ASSIGN_OR_RETURN(const TokenizerJson json, ParseTokenizerJson(padded_json, size));
+  byte_fallback_ = json.model.byte_fallback;
+  fuse_unk_ = json.model.fuse_unk;
+  ignore_merges_ = json.model.ignore_merges;
+  replacements_ = json.normalizer_replacements;
+  split_after_ = json.split_after;
+  const size_t n = static_cast<size_t>(json.max_id) + 1;
+  G4_RETURN_IF_ERROR(BuildVocab(json.model, n));
+  BuildCharIds();  // before the added tokens: only model pieces are BPE symbols
+  if (json.model.unk_token) unk_id_ = ModelPieceId(*json.model.unk_token);
+  G4_RETURN_IF_ERROR(BuildMerges(json.model));
+  BuildAddedTokens(json.added_tokens);
+  BuildDecoder(json.decoder);
+  if (auto it = added_.find("<bos>"); it != added_.end())
+    bos_id_ = it->second;
+  else
+    bos_id_ = ModelPieceId("<bos>");
+  if (auto it = added_.find("<eos>"); it != added_.end())
+    eos_id_ = it->second;
+  else
+    eos_id_ = ModelPieceId("<eos>");
+  return OkStatus();
+}
 
-  auto get_bool = [&](const char* key, bool* out) {
-    bool value;
-    if (model[key].get(value) == simdjson::SUCCESS) *out = value;
-  };
-  get_bool("byte_fallback", &byte_fallback_);
-  get_bool("fuse_unk", &fuse_unk_);
-  get_bool("ignore_merges", &ignore_merges_);
-  if (!IsNullOrMissing(model["dropout"])) {
-    double dropout = 0;
-    if (model["dropout"].get(dropout) != simdjson::SUCCESS || dropout != 0.0)
-      return Status::Error("model.dropout is set; g4 encodes deterministically only");
-  }
-  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    std::string_view affix;
-    if (model[key].get(affix) == simdjson::SUCCESS && !affix.empty())
-      return Status::Errorf("model.", key, " is \"", affix, "\"; not supported");
-  }
-
-  // Vocab: ids may be sparse; added tokens can extend past it.
-  int max_id = -1;
-  for (auto field : vocab) {
-    int64_t id;
-    if (field.value.get(id) != simdjson::SUCCESS || id < 0 || id > (1 << 26))
-      return Status::Errorf("model.vocab[\"", field.key, "\"] is not a valid id");
-    max_id = std::max(max_id, static_cast<int>(id));
-  }
-  simdjson::dom::array added_tokens;
-  bool has_added = root["added_tokens"].get(added_tokens) == simdjson::SUCCESS;
-  if (has_added) {
-    for (element token : added_tokens) {
-      int64_t id;
-      if (token["id"].get(id) != simdjson::SUCCESS || id < 0 || id > (1 << 26))
-        return Status::Error("added_tokens: an entry has no valid id");
-      max_id = std::max(max_id, static_cast<int>(id));
-    }
-  }
-  size_t n = static_cast<size_t>(max_id) + 1;
+// Ids 0..n-1; ids may be sparse, and added tokens can extend past the vocab.
+Status Tokenizer::BuildVocab(const TokenizerJson::Model& model, size_t n) {
   model_pieces_.assign(n, std::string());
-  std::vector<uint8_t> in_model(n, 0);
   has_piece_.assign(n, 0);
   special_.assign(n, 0);
   piece_table_ = std::make_unique<PieceTable>();
-  piece_table_->Init(vocab.size());
-  for (auto field : vocab) {
-    int64_t id;
-    TryGet(field.value, &id);
-    if (in_model[id]) return Status::Errorf("model.vocab: id ", id, " is used twice");
-    model_pieces_[id] = std::string(field.key);
-    in_model[id] = 1;
+  piece_table_->Init(model.vocab.size());
+  for (const auto& [piece, id] : model.vocab) {
+    if (has_piece_[id]) return Status::Errorf("model.vocab: id ", id, " is used twice");
+    model_pieces_[id] = std::string(piece);
     has_piece_[id] = 1;
-    size_t slot = piece_table_->Probe(field.key, model_pieces_);
+    size_t slot = piece_table_->Probe(piece, model_pieces_);
     if (piece_table_->slots[slot].id >= 0)
-      return Status::Errorf("model.vocab: piece \"", field.key, "\" appears twice");
-    piece_table_->slots[slot] =
-        PieceTable::Slot{PieceTable::Tag(field.key), static_cast<int32_t>(id)};
+      return Status::Errorf("model.vocab: piece \"", piece, "\" appears twice");
+    piece_table_->slots[slot] = PieceTable::Slot{PieceTable::Tag(piece), id};
   }
   pieces_ = model_pieces_;
+  return OkStatus();
+}
 
-  // Single code points, for the first step of BPE.
+// Single code points, for the first step of BPE, and the <0xXX> byte tokens.
+void Tokenizer::BuildCharIds() {
   bmp_char_id_.assign(0x10000, -1);
-  for (size_t id = 0; id < n; ++id) {
-    if (!in_model[id] || model_pieces_[id].empty()) continue;
+  for (size_t id = 0; id < model_pieces_.size(); ++id) {
+    if (!has_piece_[id] || model_pieces_[id].empty()) continue;
     uint32_t cp;
     size_t len = NextCodePoint(model_pieces_[id], 0, &cp);
     if (cp == kInvalidCodePoint || len != model_pieces_[id].size()) continue;
@@ -414,34 +356,12 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
         break;
       }
   }
-  std::string_view unk_token;
-  if (model["unk_token"].get(unk_token) == simdjson::SUCCESS) unk_id_ = ModelPieceId(unk_token);
+}
 
-  // Merges: [["a", "b"], ...] or ["a b", ...]; rank = position.
-  std::vector<std::pair<std::string_view, std::string_view>> pairs;
-  pairs.reserve(merges.size());
-  for (element merge : merges) {
-    std::string_view left, right;
-    size_t rank = pairs.size();
-    if (merge.is_array()) {
-      simdjson::dom::array pair = merge.get_array().value_unsafe();
-      if (pair.size() != 2 || pair.at(0).get(left) != simdjson::SUCCESS ||
-          pair.at(1).get(right) != simdjson::SUCCESS)
-        return Status::Errorf("model.merges[", rank, "] is not a pair of strings");
-    } else {
-      std::string_view both;
-      if (merge.get(both) != simdjson::SUCCESS)
-        return Status::Errorf("model.merges[", rank, "] is neither a pair nor a string");
-      size_t space = both.find(' ');
-      if (space == std::string_view::npos || both.find(' ', space + 1) != std::string_view::npos)
-        return Status::Errorf("model.merges[", rank, "] \"", both, "\" is not two pieces");
-      left = both.substr(0, space);
-      right = both.substr(space + 1);
-    }
-    pairs.emplace_back(left, right);
-  }
-  // 1.5 million random lookups dominate loading; done in batches with prefetches so that the
-  // cache misses overlap instead of queueing one after another.
+// Merge rank = position in the file. 1.5 million random lookups dominate loading; done in
+// batches with prefetches so that the cache misses overlap instead of queueing one after another.
+Status Tokenizer::BuildMerges(const TokenizerJson::Model& model) {
+  const auto& pairs = model.merges;
   merges_ = std::make_unique<MergeTable>();
   merges_->Init(pairs.size());
   constexpr size_t kBatch = 32;
@@ -482,148 +402,41 @@ Status Tokenizer::Parse(const char* padded_json, size_t size) {
       merges_->Put(ids[3 * k], ids[3 * k + 1],
                    Merge{static_cast<int32_t>(base + k), ids[3 * k + 2]});
   }
+  return OkStatus();
+}
 
-  // Added tokens: matched before BPE. lstrip/rstrip/single_word change matching in ways g4
-  // does not implement, so refuse them rather than tokenize differently from HF.
+// Added tokens: their content wins over the model piece of the same id; matched before BPE,
+// on the raw text or (normalized:true) after normalizing.
+void Tokenizer::BuildAddedTokens(const std::vector<TokenizerJson::AddedToken>& tokens) {
   std::vector<std::pair<std::string, int>> raw_tokens, normalized_tokens;
-  if (has_added) {
-    for (element token : added_tokens) {
-      int64_t id;
-      TryGet(token["id"], &id);
-      std::string_view content;
-      if (token["content"].get(content) != simdjson::SUCCESS || content.empty())
-        return Status::Errorf("added_tokens: id ", id, " has no content");
-      for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
-        bool value = false;
-        if (token[flag].get(value) == simdjson::SUCCESS && value)
-          return Status::Errorf("added_tokens: \"", content, "\" sets ", flag,
-                                ", which g4 does not support");
-      }
-      bool special = false, normalized = false;
-      TryGet(token["special"], &special);
-      TryGet(token["normalized"], &normalized);
-      pieces_[id] = std::string(content);
-      has_piece_[id] = 1;
-      special_[id] = special;
-      added_[std::string(content)] = static_cast<int>(id);
-      (normalized ? normalized_tokens : raw_tokens)
-          .emplace_back(std::string(content), static_cast<int>(id));
-    }
+  for (const TokenizerJson::AddedToken& token : tokens) {
+    pieces_[token.id] = std::string(token.content);
+    has_piece_[token.id] = 1;
+    special_[token.id] = token.special;
+    added_[std::string(token.content)] = token.id;
+    (token.normalized ? normalized_tokens : raw_tokens)
+        .emplace_back(std::string(token.content), token.id);
   }
   added_raw_ = std::make_unique<AddedTrie>();
   added_raw_->Build(std::move(raw_tokens));
   added_normalized_ = std::make_unique<AddedTrie>();
   added_normalized_->Build(std::move(normalized_tokens));
+}
 
-  // Normalizer: literal Replace steps, possibly in a Sequence.
-  if (!IsNullOrMissing(root["normalizer"])) {
-    std::vector<element> steps;
-    element normalizer = root["normalizer"].value_unsafe();
-    std::string_view ntype;
-    TryGet(normalizer["type"], &ntype);
-    if (ntype == "Sequence") {
-      simdjson::dom::array list;
-      if (normalizer["normalizers"].get(list) != simdjson::SUCCESS)
-        return Status::Error("normalizer: Sequence without normalizers");
-      for (element step : list) steps.push_back(step);
-    } else {
-      steps.push_back(normalizer);
-    }
-    for (element step : steps) {
-      std::string_view stype;
-      TryGet(step["type"], &stype);
-      if (stype != "Replace")
-        return Status::Errorf("normalizer \"", stype,
-                              "\" is not supported (g4 supports literal Replace)");
-      element pattern;
-      std::string_view content;
-      if (step["pattern"].get(pattern) != simdjson::SUCCESS ||
-          step["content"].get(content) != simdjson::SUCCESS)
-        return Status::Error("normalizer: Replace without pattern/content");
-      G4_ASSIGN_OR_RETURN(std::string from, LiteralPattern(pattern, "normalizer Replace"));
-      if (from.empty()) return Status::Error("normalizer: Replace with an empty pattern");
-      replacements_.emplace_back(std::move(from), std::string(content));
-    }
+// Per id: its decoded text and, with a ByteFallback step, the byte a <0xXX> token stands for.
+void Tokenizer::BuildDecoder(const TokenizerJson::Decoder& decoder) {
+  const size_t n = pieces_.size();
+  decoded_.resize(n);
+  for (size_t id = 0; id < n; ++id) {
+    std::string text = pieces_[id];
+    for (const auto& [from, to] : decoder.replacements)
+      if (!from.empty()) text = ReplaceAll(text, from, to);
+    decoded_[id] = std::move(text);
   }
-
-  // Pre-tokenizer: none, or a literal Split merged with the previous piece (Gemma's).
-  if (!IsNullOrMissing(root["pre_tokenizer"])) {
-    element pre = root["pre_tokenizer"].value_unsafe();
-    std::string_view ptype, behavior;
-    TryGet(pre["type"], &ptype);
-    TryGet(pre["behavior"], &behavior);
-    bool invert = false;
-    TryGet(pre["invert"], &invert);
-    element pattern;
-    if (ptype != "Split" || behavior != "MergedWithPrevious" || invert ||
-        pre["pattern"].get(pattern) != simdjson::SUCCESS)
-      return Status::Errorf("pre_tokenizer \"", ptype, "\" (", behavior,
-                            ") is not supported (g4 supports a literal Split, MergedWithPrevious)");
-    G4_ASSIGN_OR_RETURN(split_after_, LiteralPattern(pattern, "pre_tokenizer Split"));
-  }
-
-  // Decoder: Replace steps, then ByteFallback, then Fuse (Gemma's). Anything else would decode
-  // differently, so it is an error.
-  if (!IsNullOrMissing(root["decoder"])) {
-    element decoder = root["decoder"].value_unsafe();
-    std::string_view dtype;
-    TryGet(decoder["type"], &dtype);
-    std::vector<element> steps;
-    if (dtype == "Sequence") {
-      simdjson::dom::array list;
-      if (decoder["decoders"].get(list) != simdjson::SUCCESS)
-        return Status::Error("decoder: Sequence without decoders");
-      for (element step : list) steps.push_back(step);
-    } else {
-      steps.push_back(decoder);
-    }
-    std::vector<std::pair<std::string, std::string>> decode_replacements;
-    int stage = 0;  // 0: Replace*, 1: after ByteFallback, 2: after Fuse
-    for (element step : steps) {
-      std::string_view stype;
-      TryGet(step["type"], &stype);
-      if (stype == "Replace" && stage == 0) {
-        element pattern;
-        std::string_view content;
-        if (step["pattern"].get(pattern) != simdjson::SUCCESS ||
-            step["content"].get(content) != simdjson::SUCCESS)
-          return Status::Error("decoder: Replace without pattern/content");
-        G4_ASSIGN_OR_RETURN(std::string from, LiteralPattern(pattern, "decoder Replace"));
-        decode_replacements.emplace_back(std::move(from), std::string(content));
-      } else if (stype == "ByteFallback" && stage == 0) {
-        stage = 1;
-      } else if (stype == "Fuse" && stage <= 1) {
-        stage = 2;
-      } else {
-        return Status::Errorf("decoder step \"", stype,
-                              "\" is not supported here (g4 supports "
-                              "Replace*, ByteFallback, Fuse)");
-      }
-    }
-    decoded_.resize(n);
-    for (size_t id = 0; id < n; ++id) {
-      std::string text = pieces_[id];
-      for (const auto& [from, to] : decode_replacements)
-        if (!from.empty()) text = ReplaceAll(text, from, to);
-      decoded_[id] = std::move(text);
-    }
-    byte_value_.assign(n, -1);
-    if (stage >= 1)
-      for (size_t id = 0; id < n; ++id)
-        byte_value_[id] = static_cast<int16_t>(ByteTokenValue(decoded_[id]));
-  } else {
-    return Status::Error("no decoder (g4 expects Gemma's Replace/ByteFallback/Fuse decoder)");
-  }
-
-  if (auto it = added_.find("<bos>"); it != added_.end())
-    bos_id_ = it->second;
-  else
-    bos_id_ = ModelPieceId("<bos>");
-  if (auto it = added_.find("<eos>"); it != added_.end())
-    eos_id_ = it->second;
-  else
-    eos_id_ = ModelPieceId("<eos>");
-  return OkStatus();
+  byte_value_.assign(n, -1);
+  if (decoder.byte_fallback)
+    for (size_t id = 0; id < n; ++id)
+      byte_value_[id] = static_cast<int16_t>(ByteTokenValue(decoded_[id]));
 }
 
 int Tokenizer::ModelPieceId(std::string_view piece) const {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "tokenizer/tokenizer_json.h"
 
 namespace g4 {
 
@@ -72,7 +73,13 @@ class Tokenizer {
 
  private:
   Tokenizer();
-  Status Parse(const char* padded_json, size_t size);  // simdjson-padded
+  // Parses tokenizer.json (simdjson-padded) and builds the tables from it, in this order.
+  Status Parse(const char* padded_json, size_t size);
+  Status BuildVocab(const TokenizerJson::Model& model, size_t n);  // ids 0..n-1
+  void BuildCharIds();
+  Status BuildMerges(const TokenizerJson::Model& model);
+  void BuildAddedTokens(const std::vector<TokenizerJson::AddedToken>& tokens);
+  void BuildDecoder(const TokenizerJson::Decoder& decoder);
   void EncodeSegment(std::string_view segment, std::vector<int>* out) const;
   void Bpe(std::string_view word, std::vector<int>* out) const;
   int ModelPieceId(std::string_view piece) const;  // -1 if absent

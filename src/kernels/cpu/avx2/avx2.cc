@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/half.h"
+#include "kernels/cpu/matmul_driver.h"
 #include "kernels/cpu/tiling.h"
 #include "kernels/cpu_kernels.h"
 
@@ -475,26 +476,6 @@ inline void GroupTileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, in
     for (int h = 0; h < 2; ++h) _mm256_storeu_ps(y + (i + c) * ldy + r + 8 * h, acc[c][h]);
 }
 
-void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
-              int64_t ldy) {
-  if (w.layout == WeightLayout::kRowGroups16) {
-    // x rows outer, groups inner: a task's groups stay in L2 while the x tiles pass over them.
-    int i = 0;
-    for (; i + 2 <= x.n; i += 2)
-      for (int r = r0; r < r1; r += kRowGroup) GroupTileQ8<2>(w, r, x, i, y, ldy);
-    for (; i < x.n; ++i)
-      for (int r = r0; r < r1; r += kRowGroup) GroupTileQ8<1>(w, r, x, i, y, ldy);
-    return;
-  }
-  auto tile = [&]<int R, int C>(int r, int i) { TileQ8<R, C>(w, r, x, i, y, ldy); };
-  // Measured (bench/kernels_bench.cc, 6144x1536, 64 rows): 2x2, 2x3, 3x2 and 4x2 within noise.
-  if (x.n == 1) {
-    WalkTiles<4, 1>(r0, r1, x.n, tile);
-  } else {
-    WalkTiles<2, 2>(r0, r1, x.n, tile);
-  }
-}
-
 // Row groups (layout in weight_matrix.h), q4: a 64-byte vector of the layout is two registers
 // here, rows 0-7 and rows 8-15. maddubs adds 2 nibble x activation products into a 16-bit lane;
 // with nibbles <= 15 and |x| <= 127 a whole block (16 products per lane, <= 30480) fits, so the
@@ -554,25 +535,37 @@ inline void GroupTileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, in
     for (int h = 0; h < 2; ++h) _mm256_storeu_ps(y + (i + c) * ldy + r + 8 * h, acc[c][h]);
 }
 
-void MatMulQ4(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
-              int64_t ldy) {
-  if (w.layout == WeightLayout::kRowGroups16) {
-    // x rows outer, groups inner: a task's groups stay in L2 while the x tiles pass over them.
-    int i = 0;
-    for (; i + 2 <= x.n; i += 2)
-      for (int r = r0; r < r1; r += kRowGroup) GroupTileQ4<2>(w, r, x, i, y, ldy);
-    for (; i < x.n; ++i)
-      for (int r = r0; r < r1; r += kRowGroup) GroupTileQ4<1>(w, r, x, i, y, ldy);
-    return;
+// The tiles for the shared driver (kernels/cpu/matmul_driver.h). Row groups: 2 x rows at a time,
+// then 1. Row-major tiles for x.n > 1, measured (bench/kernels_bench.cc, 6144x1536, 64 rows):
+// q8 2x2, 2x3, 3x2 and 4x2 within noise; q4 4x2 ~5-10% faster than 2x2 (nibble unpacking
+// amortised over two x rows).
+struct Q8Tiles {
+  static constexpr int kTileRows = 2, kTileCols = 2, kGroupCols = 2;
+  template <int R, int C>
+  static void RowTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
+                      int64_t ldy) {
+    TileQ8<R, C>(w, r, x, i, y, ldy);
   }
-  auto tile = [&]<int R, int C>(int r, int i) { TileQ4<R, C>(w, r, x, i, y, ldy); };
-  // 4x2 measured ~5-10% faster than 2x2 (nibble unpacking amortised over two x rows).
-  if (x.n == 1) {
-    WalkTiles<4, 1>(r0, r1, x.n, tile);
-  } else {
-    WalkTiles<4, 2>(r0, r1, x.n, tile);
+  template <int C>
+  static void RowGroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
+                           int64_t ldy) {
+    GroupTileQ8<C>(w, r, x, i, y, ldy);
   }
-}
+};
+
+struct Q4Tiles {
+  static constexpr int kTileRows = 4, kTileCols = 2, kGroupCols = 2;
+  template <int R, int C>
+  static void RowTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
+                      int64_t ldy) {
+    TileQ4<R, C>(w, r, x, i, y, ldy);
+  }
+  template <int C>
+  static void RowGroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
+                           int64_t ldy) {
+    GroupTileQ4<C>(w, r, x, i, y, ldy);
+  }
+};
 
 void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
                 int64_t ldy) {
@@ -771,8 +764,8 @@ const CpuKernels* Avx2Kernels() {
       .quantize_row_q8 = QuantizeRowQ8,
       .quantize_row_q8w = QuantizeRowQ8W,
       .quantize_row_q4w = QuantizeRowQ4W,
-      .matmul_q8 = MatMulQ8,
-      .matmul_q4 = MatMulQ4,
+      .matmul_q8 = MatMulQuantized<Q8Tiles>,
+      .matmul_q4 = MatMulQuantized<Q4Tiles>,
       .matmul_bf16 = MatMulBf16,
       .gelu_tanh_mul = GeluTanhMulRow,
       .exp_sum = ExpSum,

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/matmul_driver.h"
 #include "kernels/cpu/tiling.h"
 #include "kernels/cpu_kernels.h"
 
@@ -243,43 +244,26 @@ inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int 
   for (int c = 0; c < C; ++c) _mm512_storeu_ps(y + (i + c) * ldy + r, acc[c]);
 }
 
-// x rows outer in tiles of 8 (then 4, 2, 1), groups inner: a task's groups stay in L2 while the
-// x tiles pass over them.
+// The tiles for the shared driver (kernels/cpu/matmul_driver.h): row groups 8 x rows at a time
+// (then 4, 2, 1), row-major tiles 4 x 4.
 template <bool kIsQ4>
-void MatMulGroups(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
-                  int64_t ldy) {
-  int i = 0;
-  auto pass = [&]<int C>() {
-    for (; i + C <= x.n; i += C)
-      for (int r = r0; r < r1; r += kRowGroup) GroupTile<kIsQ4, C>(w, r, x, i, y, ldy);
-  };
-  pass.template operator()<8>();
-  pass.template operator()<4>();
-  pass.template operator()<2>();
-  pass.template operator()<1>();
-}
-
-void MatMulQ8(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
-              int64_t ldy) {
-  if (w.layout == WeightLayout::kRowGroups16) return MatMulGroups<false>(w, r0, r1, x, y, ldy);
-  auto tile = [&]<int R, int C>(int r, int i) { TileQ8<R, C>(w, r, x, i, y, ldy); };
-  if (x.n == 1) {
-    WalkTiles<4, 1>(r0, r1, x.n, tile);
-  } else {
-    WalkTiles<4, 4>(r0, r1, x.n, tile);
+struct Tiles {
+  static constexpr int kTileRows = 4, kTileCols = 4, kGroupCols = 8;
+  template <int R, int C>
+  static void RowTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
+                      int64_t ldy) {
+    if constexpr (kIsQ4) {
+      TileQ4<R, C>(w, r, x, i, y, ldy);
+    } else {
+      TileQ8<R, C>(w, r, x, i, y, ldy);
+    }
   }
-}
-
-void MatMulQ4(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
-              int64_t ldy) {
-  if (w.layout == WeightLayout::kRowGroups16) return MatMulGroups<true>(w, r0, r1, x, y, ldy);
-  auto tile = [&]<int R, int C>(int r, int i) { TileQ4<R, C>(w, r, x, i, y, ldy); };
-  if (x.n == 1) {
-    WalkTiles<4, 1>(r0, r1, x.n, tile);
-  } else {
-    WalkTiles<4, 4>(r0, r1, x.n, tile);
+  template <int C>
+  static void RowGroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
+                           int64_t ldy) {
+    GroupTile<kIsQ4, C>(w, r, x, i, y, ldy);
   }
-}
+};
 
 }  // namespace
 
@@ -287,8 +271,8 @@ const CpuKernels* Avx512Kernels() {
   static const CpuKernels k = [] {
     CpuKernels t = *Avx2Kernels();
     t.name = "avx512";
-    t.matmul_q8 = MatMulQ8;
-    t.matmul_q4 = MatMulQ4;
+    t.matmul_q8 = MatMulQuantized<Tiles<false>>;
+    t.matmul_q4 = MatMulQuantized<Tiles<true>>;
     t.q8_layout = WeightLayout::kRowGroups16;
     t.q4_layout = WeightLayout::kRowGroups16;
     return t;

@@ -1,28 +1,18 @@
-#include "tokenizer/chat_gemma4.h"
-
+// Gemma-4 prompt rendering: OpenAI-style messages and tools -> the prompt text the chat template
+// would produce (chat_gemma4.h).
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 
+#include "tokenizer/chat_gemma4.h"
+#include "tokenizer/chat_gemma4_syntax.h"
+
 namespace g4 {
+namespace gemma4_chat {
 namespace {
 
-using nlohmann::json;
-
-constexpr std::string_view kQuote = "<|\"|>";  // Gemma's string delimiter in tool syntax
-constexpr std::string_view kChannelOpen = "<|channel>";
-constexpr std::string_view kChannelClose = "<channel|>";
-constexpr std::string_view kToolCallOpen = "<|tool_call>";
-constexpr std::string_view kToolCallClose = "<tool_call|>";
-constexpr std::string_view kThoughtHeader = "thought\n";
-constexpr std::string_view kEndMarkers[] = {"<turn|>", "<eos>", "<|tool_response>"};
-
-// ---------------------------------------------------------------------------------------------
-// Python/Jinja2 value semantics, as the HF template renderer applies them.
-
-// str.strip(): Python's whitespace is Unicode-wide (NBSP, U+3000, U+2028, ...).
 size_t WhitespaceLength(std::string_view s, size_t i) {
   auto c = static_cast<unsigned char>(s[i]);
   if ((c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20)) return 1;
@@ -36,6 +26,8 @@ size_t WhitespaceLength(std::string_view s, size_t i) {
     return 3;  // U+2000..U+200A
   return 0;
 }
+
+}  // namespace
 
 std::string_view PyStrip(std::string_view s) {
   size_t begin = 0;
@@ -58,6 +50,17 @@ std::string_view PyStrip(std::string_view s) {
   }
   return s.substr(begin, end - begin);
 }
+
+}  // namespace gemma4_chat
+
+using namespace gemma4_chat;
+
+namespace {
+
+using nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------
+// Python/Jinja2 value semantics, as the HF template renderer applies them.
 
 bool Truthy(const json* v) {
   if (!v || v->is_null()) return false;
@@ -557,363 +560,6 @@ Result<std::string> RenderGemma4Chat(const json& messages, const json& tools,
       out += Str(kChannelOpen, kThoughtHeader, kChannelClose);
   }
   return out;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Output parsing
-
-namespace {
-
-class ArgumentParser {
- public:
-  explicit ArgumentParser(std::string_view text) : s_(text) {}
-
-  Result<json> ParseTop() {
-    SkipSpace();
-    G4_ASSIGN_OR_RETURN(json value, ParseValue());
-    SkipSpace();
-    if (pos_ != s_.size()) return Error("trailing text");
-    return value;
-  }
-
- private:
-  Status Error(const std::string& what) const {
-    return Status::Errorf("tool-call arguments: ", what, " at offset ", pos_, " in \"",
-                          s_.substr(0, 200), "\"");
-  }
-  void SkipSpace() {
-    while (pos_ < s_.size() &&
-           (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t' || s_[pos_] == '\r'))
-      ++pos_;
-  }
-  bool Consume(std::string_view token) {
-    if (s_.substr(pos_, token.size()) != token) return false;
-    pos_ += token.size();
-    return true;
-  }
-  Result<std::string> QuotedString() {
-    size_t end = s_.find(kQuote, pos_);
-    if (end == std::string_view::npos) return Error("unterminated <|\"|> string");
-    std::string value(s_.substr(pos_, end - pos_));
-    pos_ = end + kQuote.size();
-    return value;
-  }
-  Result<std::string> JsonString() {  // a "..." string, for models that slip into JSON
-    size_t start = pos_ - 1;
-    bool escaped = false;
-    for (; pos_ < s_.size(); ++pos_) {
-      if (escaped)
-        escaped = false;
-      else if (s_[pos_] == '\\')
-        escaped = true;
-      else if (s_[pos_] == '"')
-        break;
-    }
-    if (pos_ >= s_.size()) return Error("unterminated string");
-    ++pos_;
-    json parsed = json::parse(s_.substr(start, pos_ - start), nullptr, false);
-    if (!parsed.is_string()) return Error("bad string");
-    return parsed.get<std::string>();
-  }
-  Result<json> ParseValue() {
-    if (++depth_ > 64) return Error("nesting too deep");
-    struct Leave {
-      int& depth;
-      ~Leave() { --depth; }
-    } leave{depth_};
-    SkipSpace();
-    if (Consume(kQuote)) {
-      G4_ASSIGN_OR_RETURN(std::string s, QuotedString());
-      return json(std::move(s));
-    }
-    if (Consume("\"")) {
-      G4_ASSIGN_OR_RETURN(std::string s, JsonString());
-      return json(std::move(s));
-    }
-    if (Consume("{")) return ParseObject();
-    if (Consume("[")) return ParseArray();
-    return ParseBare();
-  }
-  Result<json> ParseObject() {
-    json obj = json::object();
-    SkipSpace();
-    if (Consume("}")) return obj;
-    while (true) {
-      SkipSpace();
-      std::string key;
-      if (Consume(kQuote)) {
-        G4_ASSIGN_OR_RETURN(key, QuotedString());
-      } else if (Consume("\"")) {
-        G4_ASSIGN_OR_RETURN(key, JsonString());
-      } else {
-        size_t colon = s_.find(':', pos_);
-        if (colon == std::string_view::npos) return Error("key without ':'");
-        key = std::string(PyStrip(s_.substr(pos_, colon - pos_)));
-        pos_ = colon;
-      }
-      SkipSpace();
-      if (!Consume(":")) return Error("expected ':'");
-      G4_ASSIGN_OR_RETURN(json value, ParseValue());
-      obj[key] = std::move(value);
-      SkipSpace();
-      if (Consume(",")) continue;
-      if (Consume("}")) return obj;
-      return Error("expected ',' or '}'");
-    }
-  }
-  Result<json> ParseArray() {
-    json arr = json::array();
-    SkipSpace();
-    if (Consume("]")) return arr;
-    while (true) {
-      G4_ASSIGN_OR_RETURN(json value, ParseValue());
-      arr.push_back(std::move(value));
-      SkipSpace();
-      if (Consume(",")) continue;
-      if (Consume("]")) return arr;
-      return Error("expected ',' or ']'");
-    }
-  }
-  Result<json> ParseBare() {
-    size_t start = pos_;
-    while (pos_ < s_.size() && s_[pos_] != ',' && s_[pos_] != '}' && s_[pos_] != ']') ++pos_;
-    std::string word(PyStrip(s_.substr(start, pos_ - start)));
-    if (word.empty()) return Error("missing value");
-    if (word == "true") return json(true);
-    if (word == "false") return json(false);
-    if (word == "null" || word == "None") return json(nullptr);
-    json number = json::parse(word, nullptr, false);
-    if (number.is_number()) return number;
-    return json(word);
-  }
-
-  std::string_view s_;
-  size_t pos_ = 0;
-  int depth_ = 0;
-};
-
-}  // namespace
-
-Result<json> ParseGemma4Arguments(std::string_view text) { return ArgumentParser(text).ParseTop(); }
-
-void Gemma4OutputParser::EmitText(std::string_view text, ChatOutput* out) {
-  if (state_ == State::kReasoning) {
-    out->reasoning.append(text);
-    return;
-  }
-  if (!content_started_) {
-    std::string_view stripped = PyStrip(text);
-    if (stripped.empty()) return;
-    text = text.substr(stripped.data() - text.data());
-    content_started_ = true;
-  }
-  out->content.append(text);
-}
-
-void Gemma4OutputParser::FinishToolCall(std::string_view body, ChatOutput* out) {
-  // body: "call:NAME{...}"
-  std::string_view rest = PyStrip(body);
-  bool ok = rest.substr(0, 5) == "call:";
-  size_t brace = rest.find('{');
-  if (ok && brace != std::string_view::npos) {
-    std::string name(PyStrip(rest.substr(5, brace - 5)));
-    auto args = ParseGemma4Arguments(rest.substr(brace));
-    if (!name.empty() && args.ok() && args->is_object()) {
-      // replace: text that is not valid UTF-8 must not throw out of the parser (json::dump
-      // would); it becomes U+FFFD, as everywhere else text reaches a client.
-      out->tool_calls.push_back(
-          ChatToolCall{name, args->dump(-1, ' ', false, json::error_handler_t::replace)});
-      return;
-    }
-    if (!name.empty() && keep_malformed_calls_) {
-      out->tool_calls.push_back(ChatToolCall{name, std::string(PyStrip(rest.substr(brace)))});
-      return;
-    }
-  }
-  // Not a call we can read: keep it visible as content rather than lose it.
-  content_started_ = true;
-  out->content += Str(kToolCallOpen, body);
-}
-
-void Gemma4OutputParser::Drain(bool final, ChatOutput* out) {
-  while (state_ != State::kDone) {
-    std::string_view buf = buffer_;
-    if (state_ == State::kToolCall) {
-      size_t close = buf.find(kToolCallClose);
-      if (close == std::string_view::npos) {
-        if (!final) return;
-        // Generation ended inside a call (e.g. at a stop token): read what is there.
-        std::string body = buffer_;
-        for (std::string_view end : kEndMarkers)
-          if (size_t at = body.find(end); at != std::string::npos) body.resize(at);
-        buffer_.clear();
-        FinishToolCall(body, out);
-        state_ = State::kDone;
-        return;
-      }
-      std::string body(buf.substr(0, close));
-      buffer_.erase(0, close + kToolCallClose.size());
-      FinishToolCall(body, out);
-      state_ = State::kContent;
-      continue;
-    }
-    if (state_ == State::kReasoning && reasoning_header_pending_) {
-      if (buf.size() < kThoughtHeader.size() && kThoughtHeader.substr(0, buf.size()) == buf &&
-          !final)
-        return;
-      if (buf.substr(0, kThoughtHeader.size()) == kThoughtHeader)
-        buffer_.erase(0, kThoughtHeader.size());
-      reasoning_header_pending_ = false;
-      continue;
-    }
-    // Content or reasoning: find the first marker that changes state.
-    std::vector<std::pair<std::string_view, int>> markers;  // (marker, action)
-    if (state_ == State::kContent) {
-      markers = {{kChannelOpen, 1}, {kToolCallOpen, 2}};
-    } else {
-      markers = {{kChannelClose, 3}};
-    }
-    for (std::string_view end : kEndMarkers) markers.emplace_back(end, 4);
-    size_t best = std::string_view::npos;
-    int action = 0;
-    std::string_view found;
-    for (auto [marker, act] : markers) {
-      size_t at = buf.find(marker);
-      if (at < best) best = at, action = act, found = marker;
-    }
-    if (best == std::string_view::npos) {
-      // Hold back a tail that may be the start of a marker ("<|chan").
-      size_t hold = 0;
-      size_t lt = buf.rfind('<');
-      if (!final && lt != std::string_view::npos) {
-        std::string_view tail = buf.substr(lt);
-        for (auto [marker, act] : markers)
-          if (tail.size() < marker.size() && marker.substr(0, tail.size()) == tail)
-            hold = tail.size();
-      }
-      EmitText(buf.substr(0, buf.size() - hold), out);
-      buffer_.erase(0, buffer_.size() - hold);
-      return;
-    }
-    EmitText(buf.substr(0, best), out);
-    buffer_.erase(0, best + found.size());
-    switch (action) {
-      case 1:
-        state_ = State::kReasoning;
-        reasoning_header_pending_ = true;
-        break;
-      case 2:
-        state_ = State::kToolCall;
-        break;
-      case 3:
-        state_ = State::kContent;
-        break;
-      default:
-        state_ = State::kDone;
-        buffer_.clear();
-        break;
-    }
-  }
-}
-
-ChatOutput Gemma4OutputParser::Push(std::string_view text) {
-  ChatOutput out;
-  if (state_ == State::kDone) return out;
-  buffer_.append(text);
-  Drain(false, &out);
-  return out;
-}
-
-ChatOutput Gemma4OutputParser::Finish() {
-  ChatOutput out;
-  Drain(true, &out);
-  state_ = State::kDone;
-  buffer_.clear();
-  return out;
-}
-
-ChatOutput ParseGemma4Output(std::string_view text) {
-  Gemma4OutputParser parser;
-  ChatOutput out = parser.Push(text);
-  ChatOutput rest = parser.Finish();
-  out.reasoning += rest.reasoning;
-  out.content += rest.content;
-  out.tool_calls.insert(out.tool_calls.end(), rest.tool_calls.begin(), rest.tool_calls.end());
-  return out;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Template detection. The features, as they appear in the .jinja source text:
-//   gemma4            "<|turn>" (Gemma-3 templates have "<start_of_turn>" instead)
-//   think_newline     '<|think|>\n'  vs  '<|think|>'
-//   empty_thought     '<|channel>thought\n<channel|>' (the generation prompt's empty channel)
-//   replay_reasoning  "reasoning_content"
-//   continue_turn     "prev_message_type == 'tool_response' and message['tool_calls']"
-//   tool_role_guards  "!= 'tool'" (a newer revision; its other rules are not pinned here)
-
-ChatTemplateInfo DetectChatTemplate(const std::string& jinja) {
-  ChatTemplateInfo info;
-  auto has = [&](std::string_view s) { return jinja.find(s) != std::string::npos; };
-  if (!has("<|turn>")) {
-    if (has("<start_of_turn>")) {
-      info.revision = "gemma3";
-      info.features_found = "<start_of_turn>/<end_of_turn> turns";
-      info.warning =
-          "chat_template.jinja is a Gemma-3 template (<start_of_turn>); this is not a "
-          "Gemma-4 prompt format. g4 renders the Gemma-4 format instead.";
-    } else {
-      info.revision = "unknown";
-      info.warning =
-          "chat_template.jinja has no <|turn> marker: not a Gemma-4 template. g4 renders "
-          "its built-in Gemma-4 format instead.";
-    }
-    return info;
-  }
-  Gemma4TemplateFeatures& f = info.features;
-  f.think_newline = has("'<|think|>\\n'") || has("\"<|think|>\\n\"");
-  bool think_plain = has("'<|think|>'") || has("\"<|think|>\"");
-  f.empty_thought_in_prompt = has("<|channel>thought\\n<channel|>");
-  f.replay_tool_reasoning = has("reasoning_content");
-  f.continue_after_tool_response =
-      has("prev_message_type == 'tool_response' and message['tool_calls']");
-  bool tool_guards = has("!= 'tool'") || has("!= \"tool\"");
-  info.features_found = Str(
-      "think marker ",
-      f.think_newline ? "\"<|think|>\\n\""
-      : think_plain   ? "\"<|think|>\""
-                      : "absent",
-      "; empty thought channel in generation prompt: ", f.empty_thought_in_prompt ? "yes" : "no",
-      "; reasoning replay for tool calls: ", f.replay_tool_reasoning ? "yes" : "no",
-      "; turn continues after tool responses: ", f.continue_after_tool_response ? "yes" : "no",
-      "; role != 'tool' guards: ", tool_guards ? "yes" : "no");
-  struct Known {
-    const char* name;
-    bool think_newline, empty_thought, replay, continue_turn;
-  };
-  // llama.cpp models/templates/gemma4.jinja (E2B/E4B release), the same without the empty thought
-  // channel (some E2B revisions), and google-gemma-4-31B-it-interleaved.jinja.
-  static const Known kKnown[] = {
-      {"gemma4-base", false, true, false, false},
-      {"gemma4-no-empty-thought", false, false, false, false},
-      {"gemma4-interleaved", true, true, true, true},
-  };
-  if ((think_plain || f.think_newline) && !tool_guards) {
-    for (const Known& k : kKnown) {
-      if (k.think_newline == f.think_newline && k.empty_thought == f.empty_thought_in_prompt &&
-          k.replay == f.replay_tool_reasoning &&
-          k.continue_turn == f.continue_after_tool_response) {
-        info.revision = k.name;
-        info.known = true;
-        return info;
-      }
-    }
-  }
-  info.revision = "unknown";
-  info.warning = Str(
-      "chat_template.jinja is a Gemma-4 template but not a known revision (", info.features_found,
-      tool_guards ? "; looks like the newer revision with tool-role guards" : "",
-      "). g4 renders with the features it detected; check the prompt with `g4 inspect`.");
-  return info;
 }
 
 }  // namespace g4
