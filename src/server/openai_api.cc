@@ -10,6 +10,17 @@
 
 namespace g4 {
 
+ApiError MakeApiError(int status, std::string message, std::string type, std::string code,
+                      std::string param) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  e.param = std::move(param);
+  return e;
+}
+
 using nlohmann::json;
 
 json ApiError::ToJson() const {
