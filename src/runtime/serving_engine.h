@@ -41,7 +41,7 @@ class ServingEngine {
   // a stale or vanishing mapping (one stat per shard; called per request).
   virtual Status CheckUnchanged() const = 0;
   // Stops the scheduler (cancels what is left), then whatever runs beside it (tensor-parallel
-  // followers). Idempotent; the destructor must not be the first to stop a running engine.
+  // followers). Idempotent; implementations call it from their destructor too.
   virtual void Shutdown() = 0;
 };
 
