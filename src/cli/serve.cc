@@ -1,36 +1,87 @@
 // g4 serve: the OpenAI-compatible server (server/server.h).
 #include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/serve_engine.h"
+#include "model/arch/gemma4.h"
 #include "parallel/mpi_communicator.h"
+#include "parallel/rank_plan.h"
 #include "parallel/tensor_parallel.h"
 #include "parallel/tp_serve.h"
+#include "server/log.h"
 #include "server/server.h"
 
 namespace g4::cli {
 namespace {
 
+// Flags and the model's config, checked before anything starts (front-door validation): resolves
+// o->context against the model's maximum and refuses a --tp the model cannot be split over, with
+// the reason, rather than after loading. Returns 0, or the exit code.
+int CheckBeforeServing(const ServeModelOptions& model, ServerOptions* o) {
+  if (Status st = CheckServerOptions(*o); !st.ok()) {
+    std::fprintf(stderr, "g4 serve: %s\n", st.message().c_str());
+    return 2;
+  }
+  auto config = LoadModelConfig(model.model_dir);
+  if (!config.ok()) {
+    std::fprintf(stderr, "g4 serve: %s\n", config.status().message().c_str());
+    return 1;
+  }
+  const int model_max = config->max_position_embeddings > 0 ? config->max_position_embeddings : 4096;
+  const int context = o->context > 0 ? o->context : std::min(4096, model_max);
+  if (context < 2 || context > model_max) {
+    std::fprintf(stderr, "g4 serve: --ctx must be in [2, %d] (the model's max_position_embeddings), got %d\n",
+                 model_max, o->context);
+    return 2;
+  }
+  o->context = context;
+  if (model.tp > 1) {
+    auto plan = BuildGemma4Plan(*config);
+    Status st = plan.ok() ? CheckTensorParallel(*plan, model.tp) : plan.status();
+    if (!st.ok()) {
+      std::fprintf(stderr, "g4 serve: %s\n", st.message().c_str());
+      return 2;
+    }
+  }
+  return 0;
+}
+
+// Rank 0 (or the only process): checks, then serves with LoadServingEngine as the loader.
+int Serve(const ServeModelOptions& model, ServerOptions o) {
+  if (const int rc = CheckBeforeServing(model, &o); rc != 0) return rc;
+  o.finish_load_before_exit = LaunchedByMpi();
+  if (model.tp > 1)
+    ServerLog(LaunchedByMpi() ? Str("tensor parallel over ", model.tp, " mpirun processes; this is rank 0 (pid ",
+                                    ::getpid(), "), the others follow it")
+                              : Str("tensor parallel over ", model.tp, " ranks (threads of this process)"));
+  return RunServer(o, [model](const SchedulerOptions& so) { return LoadServingEngine(model, so); });
+}
+
 int RunServe(int argc, char** argv) {
   CLI::App app{"OpenAI-compatible HTTP server with continuous batching", "g4 serve"};
   ServerOptions o;
-  o.model_dir = DefaultModelPath();
+  ServeModelOptions m;
+  m.model_dir = DefaultModelPath();
   bool no_prefix_reuse = false, quiet = false;
-  app.add_option("--model", o.model_dir, "model directory (Hugging Face layout, with tokenizer.json)");
+  app.add_option("--model", m.model_dir, "model directory (Hugging Face layout, with tokenizer.json)");
   app.add_option("--model-name", o.model_name, "model id reported by /v1/models (default: directory name)");
   app.add_option("--host", o.host, "address to bind (default 127.0.0.1: local only)");
   app.add_option("--port", o.port, "port (0 picks a free one)");
   app.add_option("--ctx", o.context, "context per slot in tokens (default min(4096, model max))");
   app.add_option("--parallel", o.parallel, "slots: sequences decoded together in one batch");
   app.add_option("--max-queue", o.max_queue, "requests that may wait for a slot; more get 429");
-  app.add_option("--threads", o.threads,
+  app.add_option("--threads", m.threads,
                  "compute threads per rank (0 = all cores, shared among the ranks)");
   int tp = 0;
   app.add_option("--tp", tp,
                  "tensor-parallel ranks: threads in this process, or one per process under "
                  "mpirun, where rank 0 serves and the others follow (default: 1, or mpirun's -np)");
-  app.add_option("--quant", o.quant, "weight format: bf16 (as shipped), q8, q4")
+  app.add_option("--quant", m.quant, "weight format: bf16 (as shipped), q8, q4")
       ->check(CLI::IsMember({"bf16", "q8", "q4"}));
   app.add_option("--http-threads", o.http_threads, "HTTP worker threads (0 = parallel + max-queue + 16)");
   app.add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' (not for /health)");
@@ -44,6 +95,7 @@ int RunServe(int argc, char** argv) {
   app.add_flag("--no-prefix-reuse", no_prefix_reuse, "always prefill the whole prompt");
   app.add_flag("--quiet", quiet, "no per-request log lines");
   CLI11_PARSE(app, argc, argv);
+  o.model_dir = m.model_dir;
   o.prefix_reuse = !no_prefix_reuse;
   o.log_requests = !quiet;
   if (o.timeout_seconds <= 0 || o.grace_seconds < 0 || o.max_queue < 0 || o.prefill_chunk < 1 ||
@@ -57,8 +109,8 @@ int RunServe(int argc, char** argv) {
     return 2;
   }
   if (!LaunchedByMpi()) {
-    o.tp = std::max(1, tp);
-    return RunServer(o);
+    m.tp = std::max(1, tp);
+    return Serve(m, o);
   }
   // Under mpirun SIGTERM/SIGINT are blocked before MPI starts its own threads, so that none of
   // them takes the default action: rank 0 waits for them (RunServer) to drain; a follower is
@@ -80,13 +132,13 @@ int RunServe(int argc, char** argv) {
                               : world.status().message().c_str());
     return 2;
   }
-  o.tp = (*world)->size();
+  m.tp = (*world)->size();
   if (!IsOutputProcess()) {
     ModelOptions mo;
-    mo.threads = o.threads;
-    return RunServeFollower(o.model_dir, mo);
+    mo.threads = m.threads;
+    return RunServeFollower(m.model_dir, mo);
   }
-  const int rc = RunServer(o);
+  const int rc = Serve(m, o);
   // Followers may still wait for this rank in a collective (it failed before or while loading):
   // end the whole job rather than leave them waiting.
   if (rc != 0) AbortMpiWorld(rc);

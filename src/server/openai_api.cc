@@ -10,6 +10,17 @@
 
 namespace g4 {
 
+ApiError MakeApiError(int status, std::string message, std::string type, std::string code,
+                      std::string param) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  e.param = std::move(param);
+  return e;
+}
+
 using nlohmann::json;
 
 json ApiError::ToJson() const {
@@ -320,18 +331,8 @@ bool ParseTools(Reader& r, ApiRequest* out) {
   return true;
 }
 
-}  // namespace
-
-bool ParseApiRequest(ApiRoute route, const std::string& body, const ApiLimits& limits, ApiRequest* out,
-                     ApiError* error) {
-  *error = ApiError{};
-  *out = ApiRequest{};
-  out->route = route;
-  json j;
-  if (!ParseBody(body, &j, error)) return false;
-  Reader r(j, error);
-
-  // Every field we read or knowingly ignore. Anything else is an error, never silence.
+// Every field we read or knowingly ignore. Anything else is an error, never silence.
+bool CheckKnownFields(Reader& r, const json& j, ApiRoute route) {
   static const std::set<std::string> kCommon = {
       "model", "max_tokens", "temperature", "top_k", "top_p", "min_p", "seed", "stop",
       "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "stream",
@@ -348,12 +349,13 @@ bool ParseApiRequest(ApiRoute route, const std::string& body, const ApiLimits& l
                        (route == ApiRoute::kGenerate && kGenerate.count(key));
     if (!known) return r.Fail(key, Str("unsupported field '", key, "'"));
   }
+  return true;
+}
 
-  if (!r.String("model", &out->model)) return false;
-
+bool ParseSampling(Reader& r, ApiRoute route, const ApiLimits& limits, SamplingParams* sampling) {
+  SamplingParams& s = *sampling;
   // Defaults: the checkpoint's generation_config (sampling if do_sample, else greedy);
   // /generate is greedy unless told otherwise, like the server it replaces.
-  SamplingParams& s = out->sampling;
   if (limits.defaults.do_sample && route != ApiRoute::kGenerate) {
     s.temperature = static_cast<float>(limits.defaults.temperature);
     s.top_k = limits.defaults.top_k;
@@ -381,7 +383,11 @@ bool ParseApiRequest(ApiRoute route, const std::string& body, const ApiLimits& l
   }
   if (!ParseLogitBias(r, limits.vocab, &s.logit_bias)) return false;
   s.suppress_tokens = limits.suppress_tokens;
+  return true;
+}
 
+// Length, stop conditions, time limit, n, streaming and user.
+bool ParseLimitsAndStream(Reader& r, ApiRoute route, const ApiLimits& limits, ApiRequest* out) {
   int64_t max_tokens = -1;
   // max_tokens caps to the room left later; only the sign and type are errors here.
   const int64_t kHuge = int64_t{1} << 40;
@@ -412,69 +418,95 @@ bool ParseApiRequest(ApiRoute route, const std::string& body, const ApiLimits& l
     }
   }
   if (r.Has("user") && !r.Get("user").is_string()) return r.Fail("user", "'user' must be a string");
+  return true;
+}
 
+// The chat route's own fields: messages, tools, logprobs, response_format, thinking.
+bool ParseChatFields(Reader& r, ApiRequest* out) {
+  if (!ParseMessages(r, out)) return false;
+  if (!ParseTools(r, out)) return false;
+  if (!r.Bool("logprobs", &out->logprobs)) return false;
+  int64_t top = 0;
+  if (!r.Integer("top_logprobs", 0, 20, &top)) return false;
+  if (r.Has("top_logprobs") && !out->logprobs)
+    return r.Fail("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  out->top_logprobs = static_cast<int>(top);
+  if (r.Has("response_format")) {
+    const json& f = r.Get("response_format");
+    if (!f.is_object() || !f.contains("type") || !f["type"].is_string())
+      return r.Fail("response_format", "'response_format' must be an object with a 'type'");
+    if (f["type"] != "text")
+      return r.Fail("response_format", Str("response_format type '", f["type"].get<std::string>(),
+                                           "' is not supported (no constrained decoding); only 'text'"));
+  }
+  if (r.Has("chat_template_kwargs")) {
+    const json& k = r.Get("chat_template_kwargs");
+    if (!k.is_object()) return r.Fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    for (const auto& [key, value] : k.items()) {
+      if (key != "enable_thinking")
+        return r.Fail("chat_template_kwargs", Str("unsupported chat_template_kwargs field '", key, "'"));
+      if (!value.is_boolean())
+        return r.Fail("chat_template_kwargs", "'chat_template_kwargs.enable_thinking' must be a boolean");
+      out->enable_thinking = value.get<bool>();
+    }
+  }
+  if (r.Has("reasoning_effort")) {
+    std::string effort;
+    if (!r.String("reasoning_effort", &effort)) return false;
+    if (effort == "none" || effort == "minimal") {
+      out->enable_thinking = false;
+    } else if (effort == "low" || effort == "medium" || effort == "high") {
+      out->enable_thinking = true;
+    } else {
+      return r.Fail("reasoning_effort", "'reasoning_effort' must be none, minimal, low, medium or high");
+    }
+  }
+  if (r.Has("parallel_tool_calls") && !r.Get("parallel_tool_calls").is_boolean())
+    return r.Fail("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+  return true;
+}
+
+// Legacy completions' own fields.
+bool ParseCompletionFields(Reader& r, ApiRequest* out) {
+  // Legacy completions: logprobs is the number of alternatives (0-5 in OpenAI; we allow 20).
+  if (r.Has("logprobs")) {
+    int64_t k = 0;
+    if (!r.Integer("logprobs", 0, 20, &k)) return false;
+    out->logprobs = true;
+    out->top_logprobs = static_cast<int>(k);
+  }
+  bool echo = false;
+  if (!r.Bool("echo", &echo)) return false;
+  if (echo) return r.Fail("echo", "'echo' is not supported");
+  int64_t best_of = 1;
+  if (!r.Integer("best_of", 1, 1 << 20, &best_of)) return false;
+  if (best_of != 1) return r.Fail("best_of", "'best_of' must be 1");
+  std::string suffix;
+  if (!r.String("suffix", &suffix)) return false;
+  if (!suffix.empty()) return r.Fail("suffix", "'suffix' (insertion) is not supported");
+  return true;
+}
+
+}  // namespace
+
+bool ParseApiRequest(ApiRoute route, const std::string& body, const ApiLimits& limits, ApiRequest* out,
+                     ApiError* error) {
+  *error = ApiError{};
+  *out = ApiRequest{};
+  out->route = route;
+  json j;
+  if (!ParseBody(body, &j, error)) return false;
+  Reader r(j, error);
+  if (!CheckKnownFields(r, j, route)) return false;
+  if (!r.String("model", &out->model)) return false;
+  if (!ParseSampling(r, route, limits, &out->sampling)) return false;
+  if (!ParseLimitsAndStream(r, route, limits, out)) return false;
   if (route == ApiRoute::kChat) {
-    if (!ParseMessages(r, out)) return false;
-    if (!ParseTools(r, out)) return false;
-    if (!r.Bool("logprobs", &out->logprobs)) return false;
-    int64_t top = 0;
-    if (!r.Integer("top_logprobs", 0, 20, &top)) return false;
-    if (r.Has("top_logprobs") && !out->logprobs)
-      return r.Fail("top_logprobs", "'top_logprobs' needs 'logprobs': true");
-    out->top_logprobs = static_cast<int>(top);
-    if (r.Has("response_format")) {
-      const json& f = r.Get("response_format");
-      if (!f.is_object() || !f.contains("type") || !f["type"].is_string())
-        return r.Fail("response_format", "'response_format' must be an object with a 'type'");
-      if (f["type"] != "text")
-        return r.Fail("response_format", Str("response_format type '", f["type"].get<std::string>(),
-                                             "' is not supported (no constrained decoding); only 'text'"));
-    }
-    if (r.Has("chat_template_kwargs")) {
-      const json& k = r.Get("chat_template_kwargs");
-      if (!k.is_object()) return r.Fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-      for (const auto& [key, value] : k.items()) {
-        if (key != "enable_thinking")
-          return r.Fail("chat_template_kwargs", Str("unsupported chat_template_kwargs field '", key, "'"));
-        if (!value.is_boolean())
-          return r.Fail("chat_template_kwargs", "'chat_template_kwargs.enable_thinking' must be a boolean");
-        out->enable_thinking = value.get<bool>();
-      }
-    }
-    if (r.Has("reasoning_effort")) {
-      std::string effort;
-      if (!r.String("reasoning_effort", &effort)) return false;
-      if (effort == "none" || effort == "minimal") {
-        out->enable_thinking = false;
-      } else if (effort == "low" || effort == "medium" || effort == "high") {
-        out->enable_thinking = true;
-      } else {
-        return r.Fail("reasoning_effort", "'reasoning_effort' must be none, minimal, low, medium or high");
-      }
-    }
-    if (r.Has("parallel_tool_calls") && !r.Get("parallel_tool_calls").is_boolean())
-      return r.Fail("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    if (!ParseChatFields(r, out)) return false;
   } else {
     if (!ParsePrompt(r, route, limits.vocab, out)) return false;
   }
-  if (route == ApiRoute::kCompletion) {
-    // Legacy completions: logprobs is the number of alternatives (0-5 in OpenAI; we allow 20).
-    if (r.Has("logprobs")) {
-      int64_t k = 0;
-      if (!r.Integer("logprobs", 0, 20, &k)) return false;
-      out->logprobs = true;
-      out->top_logprobs = static_cast<int>(k);
-    }
-    bool echo = false;
-    if (!r.Bool("echo", &echo)) return false;
-    if (echo) return r.Fail("echo", "'echo' is not supported");
-    int64_t best_of = 1;
-    if (!r.Integer("best_of", 1, 1 << 20, &best_of)) return false;
-    if (best_of != 1) return r.Fail("best_of", "'best_of' must be 1");
-    std::string suffix;
-    if (!r.String("suffix", &suffix)) return false;
-    if (!suffix.empty()) return r.Fail("suffix", "'suffix' (insertion) is not supported");
-  }
+  if (route == ApiRoute::kCompletion && !ParseCompletionFields(r, out)) return false;
   if (route == ApiRoute::kGenerate && !r.Bool("raw", &out->raw)) return false;
   return true;
 }

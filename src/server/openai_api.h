@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/model_config.h"
 #include "runtime/sampler.h"
+#include "runtime/serving_engine.h"  // GenerationDefaults
 
 namespace g4 {
 
@@ -24,6 +24,9 @@ struct ApiError {
 
   nlohmann::json ToJson() const;
 };
+
+ApiError MakeApiError(int status, std::string message, std::string type, std::string code = "",
+                      std::string param = "");
 
 enum class ApiRoute { kChat, kCompletion, kGenerate };
 

@@ -1,26 +1,26 @@
 // g4 serve: the OpenAI-compatible HTTP server (cpp-httplib) over the continuous-batching
 // Scheduler. HTTP threads parse and validate requests, tokenize, enqueue and wait (or stream SSE);
 // the engine thread does all model work. See docs/server.md for routes and fields.
+//
+// The server knows the model only through runtime/serving_engine.h: the front end (g4 serve)
+// checks the model's config, resolves the context, and passes a factory that loads the engine.
 #pragma once
 
 #include <string>
 
+#include "base/status.h"
+#include "runtime/serving_engine.h"
+
 namespace g4 {
 
 struct ServerOptions {
-  std::string model_dir;
+  std::string model_dir;   // shown in the log; names the model when model_name is ""
   std::string model_name;  // "" -> the directory's name
   std::string host = "127.0.0.1";
   int port = 8080;
-  int context = 0;  // per slot; 0 -> min(4096, model max)
+  int context = 0;  // tokens per slot, resolved by the front end against the model's maximum (>= 2)
   int parallel = 4;
   int max_queue = 64;
-  int threads = 0;  // compute threads (per rank); 0 = all cores (shared among the ranks)
-  // Tensor-parallel ranks: > 1 runs that many ranks as threads of this process; under mpirun
-  // this process is rank 0 of the world (of this size) and the others follow
-  // (parallel/tp_serve.h).
-  int tp = 1;
-  std::string quant = "bf16";  // weight format at load: bf16 (as shipped), q8, q4
   int http_threads = 0;  // 0 -> parallel + max_queue + 16
   std::string api_key;
   double timeout_seconds = 600;  // per request, unless it asks for less
@@ -33,9 +33,18 @@ struct ServerOptions {
   int max_batch_rows = 256;
   bool prefix_reuse = true;
   bool log_requests = true;
+  // Other processes load together with this one (mpirun): a stop while loading lets the load
+  // finish so that every rank can be told to stop, instead of exiting at once.
+  bool finish_load_before_exit = false;
 };
 
-// Runs until SIGTERM/SIGINT (then drains) or a fatal error. Returns the process exit code.
-int RunServer(const ServerOptions& options);
+// The flags the server alone owns (--parallel, --port); the front end checks them before it
+// reads the model, RunServer again.
+Status CheckServerOptions(const ServerOptions& options);
+
+// Listens, loads the engine with `load_engine` on a loader thread (answering "loading" until
+// then), serves, and runs until SIGTERM/SIGINT (then drains) or a fatal error. Returns the
+// process exit code.
+int RunServer(const ServerOptions& options, const ServingEngineFactory& load_engine);
 
 }  // namespace g4

@@ -24,19 +24,27 @@ failed=0; passed=0
 ok() { passed=$((passed + 1)); echo "ok   $1"; }
 fail() { failed=$((failed + 1)); echo "FAIL $1"; }
 
+# wait_for WHAT SECONDS COMMAND...: polls COMMAND until it succeeds; after SECONDS says what it
+# waited for, and fails. For events a test needs before its next step (never a fixed sleep).
+wait_for() {
+  local what="$1" seconds="$2"; shift 2
+  local deadline=$((SECONDS + seconds))
+  while [ "$SECONDS" -lt "$deadline" ]; do "$@" && return 0; sleep 0.05; done
+  "$@" && return 0
+  echo "FAIL: timed out after ${seconds} s waiting for $what"
+  return 1
+}
 # start NAME FLAGS...: starts a server, sets $url and $pid (log in $tmp/NAME.log).
 start() {
   local name="$1"; shift
   "$bin" serve --model "$model" --port 0 --threads 1 "$@" 2>"$tmp/$name.log" &
   pid=$!; pids+=("$pid")
-  url=""
-  for _ in $(seq 300); do
-    url="$(grep -o 'http://127.0.0.1:[0-9]*' "$tmp/$name.log" | head -1)"
-    [ -n "$url" ] && break; sleep 0.05
-  done
-  [ -n "$url" ] || { echo "FAIL: server $name did not start"; cat "$tmp/$name.log"; exit 1; }
+  wait_for "server $name to listen" 60 grep -q 'http://127.0.0.1:[0-9]*' "$tmp/$name.log" ||
+    { echo "FAIL: server $name did not start"; cat "$tmp/$name.log"; exit 1; }
+  url="$(grep -o 'http://127.0.0.1:[0-9]*' "$tmp/$name.log" | head -1)"
 }
-wait_ready() { for _ in $(seq 600); do [ "$(curl -s -o /dev/null -w '%{http_code}' "$1/health")" = 200 ] && return 0; sleep 0.05; done; return 1; }
+healthy() { [ "$(curl -s -o /dev/null -w '%{http_code}' "$1/health")" = 200 ]; }
+wait_ready() { wait_for "$1/health to be 200" 120 healthy "$1"; }
 
 # req METHOD PATH [BODY]: sets $code and $body.
 req() {
@@ -52,7 +60,8 @@ has() { grep -q -- "$2" <<<"$1"; }
 is_error() { [ "$code" = "$1" ] && has "$body" '"error":{' && has "$body" '"message":' && has "$body" '"type":' && has "$body" '"code":' && has "$body" '"param":'; }
 
 # --- Loading phase: /health says loading, requests get 503 ---------------------------------
-G4_SERVE_LOAD_DELAY_MS=1500 start loading --ctx 256
+# The load is held for 5 s: time for two requests even on a slow (sanitizer) machine.
+G4_SERVE_LOAD_DELAY_MS=5000 start loading --ctx 256
 req GET /health
 if [ "$code" = 503 ] && has "$body" '"status":"loading"'; then ok "health is 503 loading while the model loads"; else fail "health is 503 loading while the model loads"; fi
 req POST /v1/completions '{"prompt":"x","max_tokens":1}'
@@ -148,13 +157,16 @@ done
 if grep -qE 'cmpl-[0-9a-f-]+ /v1/completions prompt=[0-9]+ cached=[0-9]+ completion=5 .*ttft=[0-9.]+s decode=[0-9.]+ tok/s finish=length' "$tmp/main.log"; then ok "log: one line per request with id, tokens, TTFT, tok/s"; else fail "log: one line per request with id, tokens, TTFT, tok/s"; fi
 
 # SIGTERM while a stream runs: the stream finishes, new requests are refused, exit code 0.
+# SIGTERM goes only once the stream's first data line arrived, i.e. the server accepted it:
+# sent earlier (a slow machine, a sanitizer build), the request could arrive after the drain
+# began and rightly get 503. Generous bound; failing it says so.
 curl -sN "$url/v1/completions" -d '{"prompt":"x","max_tokens":120,"temperature":0,"ignore_eos":true,"stream":true}' >"$tmp/drain" &
 cpid=$!
-for _ in $(seq 100); do [ -s "$tmp/drain" ] && break; sleep 0.02; done
+wait_for "the drain test's stream to start" 60 grep -q '^data: ' "$tmp/drain" || { cat "$tmp/drain"; exit 1; }
 kill -TERM "$pid"
-sleep 0.1
-req GET /health
-if [ "$code" = 503 ] && has "$body" '"status":"draining"'; then ok "draining: /health 503 draining"; else fail "draining: /health 503 draining"; fi
+# /health turns "draining" as soon as the signal thread has it; no fixed pause to race with.
+draining_health() { req GET /health; [ "$code" = 503 ] && has "$body" '"status":"draining"'; }
+if wait_for "/health to say draining" 30 draining_health; then ok "draining: /health 503 draining"; else fail "draining: /health 503 draining"; fi
 req POST /v1/completions '{"prompt":"x","max_tokens":1}'
 if is_error 503; then ok "draining: new requests 503"; else fail "draining: new requests 503"; fi
 wait "$cpid"

@@ -7,7 +7,7 @@ import { readFileSync, cpSync, mkdtempSync, rmSync, truncateSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import assert from 'node:assert/strict';
-import { startServer, testModel, test, run, sleep, metric, haveBinary, skipUnless, atExit, g4 } from './harness.mjs';
+import { startServer, testModel, test, run, sleep, until, metric, haveBinary, skipUnless, atExit, g4 } from './harness.mjs';
 
 skipUnless(haveBinary(), `no g4 binary at ${g4}`);
 const model = testModel();
@@ -51,11 +51,6 @@ async function readStream(res) {
   }
   return { finish, done, events, error };
 }
-async function until(what, fn, ms = 10000) {
-  const t0 = Date.now();
-  while (Date.now() - t0 < ms) { if (await fn()) return; await sleep(50); }
-  throw new Error('timed out waiting for ' + what);
-}
 
 test('client disconnecting mid-stream frees its slot; the server carries on', async () => {
   const s = await startServer(model, ['--parallel', '1', '--quiet']);
@@ -66,7 +61,7 @@ test('client disconnecting mid-stream frees its slot; the server carries on', as
   for (let got = 0; got < 3;) { const { value } = await reader.read(); got += (new TextDecoder().decode(value).match(/data: /g) || []).length; }
   ac.abort();
   // The only slot must come free long before 3000 tokens could be generated.
-  await until('slot freed', async () => (await metric(s.url, 'g4_slots_busy')) === 0);
+  await until('slot freed', async () => (await metric(s.url, 'g4_slots_busy')) === 0, 10000);
   assert.equal(await metric(s.url, 'g4_finish_total', 'cancelled'), 1);
   const r = await post(s.url, '/v1/chat/completions', chatBody({ max_tokens: 4 }));
   assert.equal(r.status, 200);
@@ -76,7 +71,7 @@ test('client disconnecting mid-stream frees its slot; the server carries on', as
   await until('running', async () => (await metric(s.url, 'g4_slots_busy')) === 1);
   ac2.abort();
   await p;
-  await until('slot freed again', async () => (await metric(s.url, 'g4_slots_busy')) === 0);
+  await until('slot freed again', async () => (await metric(s.url, 'g4_slots_busy')) === 0, 10000);
   assert.equal(await metric(s.url, 'g4_finish_total', 'cancelled'), 2);
   assert.equal(s.proc.exitCode, null);
 });
@@ -86,9 +81,11 @@ test('clients sending their body one byte per second neither block others nor ho
   const { hostname, port } = new URL(s.url);
   const body = chatBody();
   const slow = [];
+  let connected = 0;
   for (let i = 0; i < 8; i++) {
     slow.push(new Promise((resolve) => {
       const sock = net.connect(Number(port), hostname, () => {
+        connected++;
         sock.write(`POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
         let i = 0;
         const timer = setInterval(() => { if (i < body.length && !sock.destroyed) sock.write(body[i++]); }, 1000);
@@ -100,7 +97,8 @@ test('clients sending their body one byte per second neither block others nor ho
       });
     }));
   }
-  await sleep(500);
+  await until('the 8 slow clients to connect', async () => connected === 8);
+  await sleep(500);  // and to be reading their first bytes: the normal client must not wait behind them
   // Meanwhile a normal client is served at once.
   const t0 = Date.now();
   const r = await post(s.url, '/v1/chat/completions', chatBody({ max_tokens: 4 }));

@@ -66,6 +66,14 @@ export async function waitHealthy(url, timeoutMs = 60000) {
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// Polls `fn` until it returns true; throws, naming `what`, after `ms`. For the events a test needs
+// before its next step: a fixed sleep races on a slow (sanitizer) machine.
+export async function until(what, fn, ms = 30000) {
+  const t0 = Date.now();
+  while (Date.now() - t0 < ms) { if (await fn()) return; await sleep(50); }
+  throw new Error(`timed out after ${ms / 1000} s waiting for ${what}`);
+}
+
 // A metric's value from /metrics text (first series matching name and label substring).
 export async function metric(url, name, labels = '', headers = {}) {
   const text = await (await fetch(url + '/metrics', { headers })).text();

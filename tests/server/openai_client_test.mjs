@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { assets, haveBinary, metric, run, skipUnless, sleep, startServer, test, testModel, g4 } from './harness.mjs';
+import { assets, haveBinary, metric, run, skipUnless, startServer, test, testModel, until, g4 } from './harness.mjs';
 
 const clientPath = path.join(assets, 'npm/node_modules/openai/package.json');
 skipUnless(existsSync(clientPath), `the openai npm package is not installed (${clientPath}); run tools/setup.sh`);
@@ -303,19 +303,15 @@ test('queue full: 429 with an OpenAI error, while the slot is busy', async () =>
 });
 
 test('a client that disconnects frees its slot at once', async () => {
-  for (let i = 0; i < 50 && (await metric(small.url, 'g4_slots_busy')) !== 0; i++) await sleep(20);
-  assert.equal(await metric(small.url, 'g4_slots_busy'), 0);
+  await until('the slot to come free', async () => (await metric(small.url, 'g4_slots_busy')) === 0);
   const cancelledBefore = (await metric(small.url, 'g4_finish_total', 'cancelled')) || 0;
   // Non-streaming too: the handler watches the socket while it waits.
   const abort = new AbortController();
   const p = smallClient.completions.create({ model: 'm', prompt: 'x', max_tokens: 4000, ...greedy, ignore_eos: true }, { signal: abort.signal });
-  await sleep(300);
-  assert.equal(await metric(small.url, 'g4_slots_busy'), 1);
+  await until('the request to run', async () => (await metric(small.url, 'g4_slots_busy')) === 1);
   abort.abort();
   await p.catch(() => { });
-  let busy = 1;
-  for (let i = 0; i < 50 && busy; i++) { await sleep(20); busy = await metric(small.url, 'g4_slots_busy'); }
-  assert.equal(busy, 0, 'slot still busy after the client left');
+  await until('the slot to come free after the client left', async () => (await metric(small.url, 'g4_slots_busy')) === 0);
   assert.equal(await metric(small.url, 'g4_finish_total', 'cancelled'), cancelledBefore + 1);
   const r = await smallClient.completions.create({ model: 'm', prompt: 'x', max_tokens: 2 });
   assert.equal(r.usage.completion_tokens, 2);

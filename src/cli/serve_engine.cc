@@ -1,0 +1,92 @@
+#include "cli/serve_engine.h"
+
+#include "io/pack.h"
+#include "kernels/weight_matrix.h"
+#include "model/forward.h"
+#include "parallel/communicator.h"
+#include "parallel/mpi_communicator.h"
+#include "parallel/tp_serve.h"
+#include "server/log.h"
+#include "tokenizer/chat_gemma4.h"
+#include "tokenizer/tokenizer.h"
+
+namespace g4::cli {
+namespace {
+
+class LoadedEngine : public ServingEngine {
+ public:
+  ~LoadedEngine() override { Shutdown(); }
+
+  Scheduler& scheduler() override { return *scheduler_; }
+  const EngineInfo& info() const override { return info_; }
+  const Tokenizer& tokenizer() const override { return *tokenizer_; }
+  const Gemma4TemplateFeatures& chat_features() const override { return chat_features_; }
+
+  Status CheckUnchanged() const override {
+    const auto& store = model_->weights().store;
+    return store ? store->CheckUnchanged() : OkStatus();
+  }
+
+  void Shutdown() override {
+    if (scheduler_) scheduler_->Stop();
+    if (tp_ && !tp_stopped_) {
+      tp_stopped_ = true;
+      tp_->Stop();  // the followers leave their step loop and exit
+      const CommStats& cs = tp_->comm()->stats();
+      ServerLog(Str("tensor parallel: ", cs.calls, " collectives, ", cs.seconds, " s in them"));
+    }
+  }
+
+ private:
+  friend Result<std::unique_ptr<ServingEngine>> g4::cli::LoadServingEngine(const ServeModelOptions&,
+                                                                           const SchedulerOptions&);
+  // Declaration order is destruction order reversed: the scheduler (which calls the model and
+  // the leader every step) goes first, then the model (which uses the leader's communicator).
+  std::unique_ptr<TensorParallelLeader> tp_;
+  bool tp_stopped_ = false;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  Gemma4TemplateFeatures chat_features_;
+  EngineInfo info_;
+  std::unique_ptr<Scheduler> scheduler_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ServingEngine>> LoadServingEngine(const ServeModelOptions& model,
+                                                         const SchedulerOptions& scheduler_options) {
+  auto engine = std::make_unique<LoadedEngine>();
+  ModelOptions mo;
+  mo.threads = model.threads;
+  if (!ParseWeightType(model.quant, &mo.load.quant))
+    return Status::Errorf("unknown weight format '", model.quant, "' (bf16, q8, q4)");
+  if (model.tp > 1 || LaunchedByMpi()) {
+    G4_ASSIGN_OR_RETURN(engine->tp_, TensorParallelLeader::Create(model.tp));
+    G4_ASSIGN_OR_RETURN(engine->model_, engine->tp_->Load(model.model_dir, mo));
+  } else {
+    G4_ASSIGN_OR_RETURN(engine->model_, Model::Load(model.model_dir, mo));
+  }
+  // MODEL may be a directory or a `g4 pack` artifact: small files are read through io/pack.
+  G4_ASSIGN_OR_RETURN(engine->tokenizer_, LoadModelTokenizer(model.model_dir));
+  // The template revision decides small prompt details (thinking marker, empty thought channel).
+  if (ModelHasFile(model.model_dir, "chat_template.jinja")) {
+    G4_ASSIGN_OR_RETURN(std::string text, ReadModelTextFile(model.model_dir, "chat_template.jinja"));
+    const ChatTemplateInfo info = DetectChatTemplate(text);
+    engine->chat_features_ = info.features;
+    ServerLog(Str("chat template: ", info.revision, info.known ? "" : " (" + info.warning + ")"));
+  }
+  const ModelPlan& plan = engine->model_->plan();
+  EngineInfo& info = engine->info_;
+  info.vocab = plan.vocab;
+  info.n_layers = plan.n_layers();
+  info.max_position_embeddings = plan.config.max_position_embeddings;
+  info.eos_token_ids = plan.config.eos_token_ids;
+  info.suppress_tokens = plan.config.suppress_tokens;
+  info.generation = plan.config.generation;
+  if (engine->tp_)
+    engine->tp_->Start(scheduler_options.parallel, scheduler_options.context, scheduler_options.prefill_chunk);
+  engine->scheduler_ = std::make_unique<Scheduler>(*engine->model_, scheduler_options, engine->tp_.get());
+  return std::unique_ptr<ServingEngine>(std::move(engine));
+}
+
+}  // namespace g4::cli
