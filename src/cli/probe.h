@@ -23,7 +23,7 @@ struct ProbeResult {
   std::vector<float> teacher_logits;  // softcapped, [teacher.size(), vocab]
   int vocab = 0;
   double load_seconds = 0;
-  std::string weights;  // formats actually loaded, e.g. "bf16" or "q8 (+bf16)"
+  std::string weights;  // formats actually loaded, joined by "+", e.g. "bf16" or "bf16+q8"
   bool artifact = false;
 };
 
