@@ -6,26 +6,17 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "testing/paths.h"
 #include "tokenizer/tokenizer.h"
 
 namespace g4 {
 namespace {
 
-std::string SourceDir() {
-  if (const char* env = std::getenv("G4_SOURCE_DIR"); env && *env) return env;
-  return G4_SOURCE_DIR;
-}
-
-std::string TokenizerPath() {
-  const char* assets = std::getenv("G4_ASSETS");
-  return (assets && *assets ? std::string(assets) : SourceDir() + "/assets") +
-         "/tokenizer/gemma4.json";
-}
+std::string TokenizerPath() { return AssetsDir() + "/tokenizer/gemma4.json"; }
 
 // Files under src/, tests/data/, tools/ and docs/ ending in .cc .h .js .py .json .md, in byte order
 // of their relative paths, concatenated. Keep in sync with BenchText() in tools/tokenizer_bench.js.

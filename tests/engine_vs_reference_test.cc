@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 
 #include "model/forward.h"
+#include "model/random_prompt.h"
 #include "reference/reference.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
@@ -20,14 +20,6 @@
 
 namespace g4 {
 namespace {
-
-// A prompt longer than every tiny preset's sliding window.
-std::vector<int> Prompt(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int> ids{2};
-  while (static_cast<int>(ids.size()) < n) ids.push_back(static_cast<int>(rng() % (vocab - 10)) + 10);
-  return ids;
-}
 
 std::vector<std::vector<float>> EngineLogits(Model& model, const std::vector<int>& ids, int chunk) {
   KvCache cache(model.plan(), static_cast<int>(ids.size()), std::max(chunk, 1));
@@ -54,7 +46,7 @@ TEST_P(EngineVsReference, TeacherForcedLogitsAndGreedyTokens) {
   const ModelPlan& plan = (*model)->plan();
   int window = 0;
   for (const auto& l : plan.layers) window = std::max(window, l.window);
-  const std::vector<int> prompt = Prompt(3 * window + 5, plan.vocab, 7);
+  const std::vector<int> prompt = RandomPromptIds(3 * window + 5, plan.vocab, 7);
 
   // Noise floor of this checkpoint: the reference in float vs in double.
   auto ref64 = (*ref)->Logits<double>(prompt);
@@ -75,7 +67,7 @@ TEST_P(EngineVsReference, TeacherForcedLogitsAndGreedyTokens) {
   const double margin = 8 * std::max(floor, diff);
   std::vector<int> expected, greedy_prompt;
   for (uint32_t seed = 100; seed < 110 && expected.empty(); ++seed) {
-    const std::vector<int> p = Prompt(2 * window + 3, plan.vocab, seed);
+    const std::vector<int> p = RandomPromptIds(2 * window + 3, plan.vocab, seed);
     auto trace = (*ref)->GreedyTrace(p, n_new);
     ASSERT_TRUE(trace.ok()) << trace.status().message();
     double min_gap = 1e9;
@@ -103,7 +95,7 @@ TEST_P(EngineVsReference, PrefillChunksEqualTokenByTokenDecode) {
   ASSERT_TRUE(model.ok()) << model.status().message();
   int window = 0;
   for (const auto& l : (*model)->plan().layers) window = std::max(window, l.window);
-  const std::vector<int> prompt = Prompt(3 * window + 7, 512, 11);
+  const std::vector<int> prompt = RandomPromptIds(3 * window + 7, 512, 11);
   const auto whole = EngineLogits(**model, prompt, static_cast<int>(prompt.size()));
   for (int chunk : {1, 3, window - 1, window, window + 1}) {
     const auto chunked = EngineLogits(**model, prompt, chunk);
@@ -116,7 +108,7 @@ TEST_P(EngineVsReference, ShardedAndPerLayerConfigCopiesAgree) {
   const std::string sharded = TinyCheckpoint(GetParam(), {.vocab = 512, .shards = 2});
   const std::string per_layer =
       TinyCheckpoint(GetParam(), {.vocab = 512, .config_form = SynthConfigForm::kPerLayer});
-  const std::vector<int> prompt = Prompt(40, 512, 3);
+  const std::vector<int> prompt = RandomPromptIds(40, 512, 3);
   auto a = Model::Load(base), b = Model::Load(sharded), c = Model::Load(per_layer);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   const auto la = EngineLogits(**a, prompt, 8);
@@ -134,7 +126,7 @@ TEST_P(EngineVsReference, BatchedRowsOfTwoSequencesEqualSeparateRuns) {
   auto model = Model::Load(dir);
   ASSERT_TRUE(model.ok());
   const ModelPlan& plan = (*model)->plan();
-  const std::vector<int> p1 = Prompt(30, 512, 21), p2 = Prompt(19, 512, 22);
+  const std::vector<int> p1 = RandomPromptIds(30, 512, 21), p2 = RandomPromptIds(19, 512, 22);
   const auto alone1 = EngineLogits(**model, p1, 8), alone2 = EngineLogits(**model, p2, 8);
   // Interleave: each step sends up to 4 rows of each sequence in one Forward call.
   KvCache c1(plan, 64, 8), c2(plan, 64, 8);
@@ -166,7 +158,7 @@ TEST_P(EngineVsReference, LayerScalarMatters) {
   const std::string dir = TinyCheckpoint(GetParam(), {.vocab = 512});
   auto model = Model::Load(dir);
   ASSERT_TRUE(model.ok());
-  const std::vector<int> prompt = Prompt(12, 512, 5);
+  const std::vector<int> prompt = RandomPromptIds(12, 512, 5);
   const auto with = EngineLogits(**model, prompt, 4);
   (*model)->set_skip_layer_scalar(true);
   const auto without = EngineLogits(**model, prompt, 4);
@@ -232,7 +224,7 @@ TEST(EngineLoad, SharedLayersIgnoreTheirStoredKv) {
               }).ok());
   auto perturbed = Model::Load(d);
   ASSERT_TRUE(perturbed.ok());
-  const std::vector<int> prompt = Prompt(20, 512, 9);
+  const std::vector<int> prompt = RandomPromptIds(20, 512, 9);
   EXPECT_EQ(MaxAbsDiff(EngineLogits(**model, prompt, 5), EngineLogits(**perturbed, prompt, 5)), 0.0);
 }
 

@@ -9,9 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <random>
 
 #include "model/forward.h"
+#include "model/random_prompt.h"
 #include "reference/reference.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
@@ -69,10 +69,8 @@ TEST_P(QuantVsReference, TopOneAgreementAndKl) {
   ASSERT_FALSE(dir.empty());
   auto ref = reference::ReferenceModel::Load(dir);
   ASSERT_TRUE(ref.ok()) << ref.status().message();
-  std::mt19937 rng(11);
   const int vocab = (*ref)->config().vocab;
-  std::vector<int> ids{2};
-  while (ids.size() < 48) ids.push_back(static_cast<int>(rng() % (vocab - 10)) + 10);
+  const std::vector<int> ids = RandomPromptIds(48, vocab, 11);
   auto ref64 = (*ref)->Logits<double>(ids);
   ASSERT_TRUE(ref64.ok()) << ref64.status().message();
 

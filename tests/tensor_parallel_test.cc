@@ -12,13 +12,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
-#include <random>
 
 #include "io/npy.h"
 #include "io/pack.h"
 #include "model/arch/gemma4.h"
 #include "model/forward.h"
 #include "model/packed_model.h"
+#include "model/random_prompt.h"
 #include "parallel/in_process_communicator.h"
 #include "parallel/rank_plan.h"
 #include "runtime/generate.h"
@@ -30,13 +30,6 @@ namespace {
 
 constexpr int kVocab = 512;
 constexpr int kNewTokens = 64;
-
-std::vector<int> Prompt(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int> ids{2};
-  while (static_cast<int>(ids.size()) < n) ids.push_back(static_cast<int>(rng() % (kVocab - 10)) + 10);
-  return ids;
-}
 
 struct Outputs {
   std::vector<float> logits;  // teacher-forced, after softcap, [prompt, vocab]
@@ -100,7 +93,7 @@ std::vector<int> PromptFor(const std::string& dir) {
   auto config = LoadModelConfig(dir);
   EXPECT_TRUE(config.ok());
   // Longer than three sliding windows, so the rings wrap on every rank.
-  return Prompt(3 * config->sliding_window + 5, 7);
+  return RandomPromptIds(3 * config->sliding_window + 5, kVocab, 7);
 }
 
 class TensorParallel : public ::testing::TestWithParam<std::string> {};

@@ -8,23 +8,13 @@
 #include <string>
 
 #include "base/mapped_file.h"
+#include "testing/paths.h"
 #include "tokenizer/tokenizer.h"
 
 namespace g4::testing {
 
-inline std::string SourceDir() {
-  if (const char* env = std::getenv("G4_SOURCE_DIR"); env && *env) return env;
-#ifdef G4_SOURCE_DIR
-  return G4_SOURCE_DIR;
-#else
-  return ".";
-#endif
-}
-
-inline std::string AssetsDir() {
-  if (const char* env = std::getenv("G4_ASSETS"); env && *env) return env;
-  return SourceDir() + "/assets";
-}
+using ::g4::AssetsDir;
+using ::g4::SourceDir;
 
 // name: "gemma3" (Google's Gemma-3 tokenizer.json) or "gemma4" (the derived Gemma-4 test file).
 inline std::string TokenizerPath(const std::string& name) {

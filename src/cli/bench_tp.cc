@@ -6,25 +6,21 @@
 //   mpirun -np 2 g4 bench-tp --model DIR --tp 2                    # one rank per process
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <ctime>
-#include <random>
 
+#include "base/stopwatch.h"
 #include "cli/cli_util.h"
 #include "cli/command.h"
+#include "cli/tensor_parallel_command.h"
 #include "kernels/ops.h"
 #include "model/forward.h"
-#include "parallel/tensor_parallel.h"
+#include "model/random_prompt.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 
 namespace g4::cli {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // CPU time of the calling thread: with one thread per rank, the rank's own work (plus its barrier
 // spinning), which on a shared machine says more than wall time about how the work split.
@@ -53,39 +49,36 @@ int RunBenchTp(int argc, char** argv) {
     return Fail("bench-tp", Status::Error("--lm-head must be split or rank0"));
   RankPlanOptions rank_options;
   rank_options.lm_head = lm_head == "split" ? LmHeadPlacement::kSplitVocab : LmHeadPlacement::kRank0;
-  const bool output_process = IsOutputProcess();
-  if (output_process)
+  if (IsOutputProcess())
     std::printf("| tp | threads/rank | prefill tok/s | prefill comm ms/token | decode tok/s | decode ms/token | "
                 "decode comm ms/token | rank 0 CPU ms/token | collectives/token |\n"
                 "|---|---|---|---|---|---|---|---|---|\n");
   for (int tp : *tps) {
-    Status st = RunTensorParallel(tp, [&](Communicator* comm) -> Status {
+    const int rc = RunTensorParallelCommand("bench-tp", tp, [&](Communicator* comm) -> Status {
       ModelOptions options;
       options.threads = threads;
       G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadRankModel(model_dir, options, comm, rank_options));
       const ModelPlan& plan = model->plan();
-      std::mt19937 rng(1);
-      std::vector<int> prompt{2};
-      while (static_cast<int>(prompt.size()) < prompt_len) prompt.push_back(10 + static_cast<int>(rng() % (plan.vocab - 10)));
+      const std::vector<int> prompt = RandomPromptIds(prompt_len, plan.vocab, 1);
       double best_prefill = 1e30, best_decode = 1e30, prefill_comm = 0, decode_comm = 0, decode_cpu = 0;
       int64_t decode_calls = 0;
       for (int rep = 0; rep < reps; ++rep) {
         KvCache cache(plan, prompt_len + n + 1, chunk);
         Activations act;
         CommStats c0 = comm ? comm->stats() : CommStats{};
-        auto t0 = Clock::now();
+        Stopwatch prefill_timer;
         G4_ASSIGN_OR_RETURN(std::vector<float> logits, Prefill(*model, cache, prompt, chunk, false, act));
-        const double prefill = Since(t0);
+        const double prefill = prefill_timer.Seconds();
         CommStats c1 = comm ? comm->stats() : CommStats{};
         int token = static_cast<int>(ArgMax(logits.data(), plan.vocab));
-        auto t1 = Clock::now();
+        Stopwatch decode_timer;
         const double cpu1 = ThreadCpuSeconds();
         for (int i = 0; i < n; ++i) {
           std::vector<BatchRow> rows{BatchRow{token, cache.n_past(), &cache, true}};
           G4_RETURN_IF_ERROR(model->Forward(rows, act, logits.data()));
           token = static_cast<int>(ArgMax(logits.data(), plan.vocab));
         }
-        const double decode = Since(t1), cpu = ThreadCpuSeconds() - cpu1;
+        const double decode = decode_timer.Seconds(), cpu = ThreadCpuSeconds() - cpu1;
         CommStats c2 = comm ? comm->stats() : CommStats{};
         if (prefill < best_prefill) {
           best_prefill = prefill;
@@ -106,7 +99,7 @@ int RunBenchTp(int argc, char** argv) {
       std::fflush(stdout);
       return OkStatus();
     });
-    if (!st.ok()) return output_process || !IsPeerFailure(st) ? Fail("bench-tp", st) : 1;
+    if (rc != 0) return rc;
   }
   return 0;
 }

@@ -10,6 +10,7 @@
 #include "base/mapped_file.h"
 #include "cli/cli_util.h"
 #include "cli/command.h"
+#include "cli/sampling_flags.h"
 #include "io/pack.h"
 #include "model/forward.h"
 #include "runtime/generate.h"
@@ -19,22 +20,76 @@
 namespace g4::cli {
 namespace {
 
+// Prints a reply as it streams: the thinking channel dimmed, tool calls in brackets.
+class ReplyPrinter {
+ public:
+  void Show(const ChatOutput& out) {
+    if (!out.reasoning.empty()) {
+      if (!in_reasoning_) std::printf("\033[2m");
+      in_reasoning_ = true;
+      std::printf("%s", out.reasoning.c_str());
+    }
+    if (!out.content.empty()) {
+      if (in_reasoning_) std::printf("\033[0m\n");
+      in_reasoning_ = false;
+      std::printf("%s", out.content.c_str());
+    }
+    for (const auto& call : out.tool_calls) std::printf("[tool call %s %s]", call.name.c_str(), call.arguments.c_str());
+    std::fflush(stdout);
+  }
+  void End() {
+    if (in_reasoning_) std::printf("\033[0m");
+  }
+
+ private:
+  bool in_reasoning_ = false;
+};
+
+// Generates the reply to `fresh` (the cache holds what comes before it) and streams it to the
+// terminal; *raw gets the reply's text as generated.
+Result<GenerateResult> StreamReply(Model& model, KvCache& cache, const std::vector<int>& fresh,
+                                   const GenerateOptions& gen, const Tokenizer& tokenizer, std::string* raw) {
+  IncrementalDecoder decoder(tokenizer);
+  Gemma4OutputParser parser;
+  ReplyPrinter printer;
+  auto result = Generate(model, cache, fresh, gen, [&](int token) {
+    std::string piece = decoder.Add(token);
+    *raw += piece;
+    printer.Show(parser.Push(piece));
+    return true;
+  });
+  std::string tail = decoder.Flush();
+  *raw += tail;
+  printer.Show(parser.Push(tail));
+  printer.Show(parser.Finish());
+  printer.End();
+  return result;
+}
+
+// Keeps the longest common prefix of `cached` (what the cache holds) and `ids` (the rendered
+// conversation) that the cache can rewind to, at least one token short of `ids` so that a new
+// token produces the next logits. Returns the number of tokens kept.
+size_t KeepCommonPrefix(KvCache& cache, std::vector<int>& cached, const std::vector<int>& ids) {
+  size_t keep = 0;
+  while (keep < cached.size() && keep < ids.size() && cached[keep] == ids[keep]) ++keep;
+  if (keep == ids.size()) --keep;  // at least one new token produces the next logits
+  if (!cache.CanTruncateTo(static_cast<int64_t>(keep))) keep = 0;
+  cache.set_n_past(static_cast<int64_t>(keep));
+  cached.resize(keep);
+  return keep;
+}
+
 int RunChat(int argc, char** argv) {
   CLI::App app{"Interactive chat (type /reset to start over, /quit or Ctrl-D to leave)", "g4 chat"};
   std::string model_dir = DefaultModelPath(), system_prompt;
   int n = 512, threads = 0, ctx = 4096;
-  float temperature = 0, top_p = 0.95f;
-  int top_k = 64;
-  int64_t seed = -1;
+  SamplingFlags sampling{.temperature = 0, .top_k = 64, .top_p = 0.95f, .seed = -1};
   bool thinking = false;
   app.add_option("--model", model_dir, "model directory (Hugging Face layout)");
   app.add_option("--system", system_prompt, "system prompt");
   app.add_option("-n,--max-tokens", n, "most tokens per reply");
   app.add_option("--ctx", ctx, "context size");
-  app.add_option("--temperature", temperature, "0 = greedy");
-  app.add_option("--top-k", top_k, "top-k when sampling");
-  app.add_option("--top-p", top_p, "top-p when sampling");
-  app.add_option("--seed", seed, "sampling seed");
+  AddSamplingOptions(app, sampling, "top-k when sampling", "top-p when sampling");
   app.add_option("--threads", threads, "threads (0 = all cores)");
   app.add_flag("--thinking", thinking, "enable the model's thinking channel");
   CLI11_PARSE(app, argc, argv);
@@ -90,12 +145,7 @@ int RunChat(int argc, char** argv) {
     }
     std::vector<int> ids = (*tokenizer)->Encode(*text);
     // Keep the longest common prefix that the cache can rewind to; prefill the rest.
-    size_t keep = 0;
-    while (keep < cached.size() && keep < ids.size() && cached[keep] == ids[keep]) ++keep;
-    if (keep == ids.size()) --keep;  // at least one new token produces the next logits
-    if (!cache.CanTruncateTo(static_cast<int64_t>(keep))) keep = 0;
-    cache.set_n_past(static_cast<int64_t>(keep));
-    cached.resize(keep);
+    const size_t keep = KeepCommonPrefix(cache, cached, ids);
     if (static_cast<int>(ids.size()) + 1 >= ctx) {
       std::fprintf(stderr, "error: the conversation (%zu tokens) no longer fits the context of %d; /reset\n",
                    ids.size(), ctx);
@@ -107,43 +157,9 @@ int RunChat(int argc, char** argv) {
     gen.max_new_tokens = std::min(n, ctx - static_cast<int>(ids.size()));
     gen.stop_ids = stop_ids;
     gen.prefill_chunk = chunk;
-    gen.sampling.temperature = temperature;
-    gen.sampling.top_k = top_k;
-    gen.sampling.top_p = top_p;
-    gen.sampling.suppress_tokens = plan.config.suppress_tokens;
-    if (seed >= 0) {
-      gen.sampling.seed = static_cast<uint64_t>(seed);
-      gen.sampling.has_seed = true;
-    }
-    IncrementalDecoder decoder(**tokenizer);
-    Gemma4OutputParser parser;
+    gen.sampling = ToSamplingParams(sampling, plan.config.suppress_tokens);
     std::string raw;
-    bool in_reasoning = false;
-    auto show = [&](const ChatOutput& out) {
-      if (!out.reasoning.empty()) {
-        if (!in_reasoning) std::printf("\033[2m");
-        in_reasoning = true;
-        std::printf("%s", out.reasoning.c_str());
-      }
-      if (!out.content.empty()) {
-        if (in_reasoning) std::printf("\033[0m\n");
-        in_reasoning = false;
-        std::printf("%s", out.content.c_str());
-      }
-      for (const auto& call : out.tool_calls) std::printf("[tool call %s %s]", call.name.c_str(), call.arguments.c_str());
-      std::fflush(stdout);
-    };
-    auto result = Generate(**model, cache, fresh, gen, [&](int token) {
-      std::string piece = decoder.Add(token);
-      raw += piece;
-      show(parser.Push(piece));
-      return true;
-    });
-    std::string tail = decoder.Flush();
-    raw += tail;
-    show(parser.Push(tail));
-    show(parser.Finish());
-    if (in_reasoning) std::printf("\033[0m");
+    auto result = StreamReply(**model, cache, fresh, gen, **tokenizer, &raw);
     if (!result.ok()) {
       std::fprintf(stderr, "\nerror: %s\n", result.status().message().c_str());
       cache.Reset();

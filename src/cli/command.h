@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/default_paths.h"  // DefaultModelPath(), the --model every command falls back to
+
 namespace g4::cli {
 
 using CommandFn = std::function<int(int argc, char** argv)>;
@@ -24,10 +26,6 @@ struct CommandRegistrar {
     Commands()[name] = Command{summary, std::move(fn)};
   }
 };
-
-// The default model used when --model is not given: $G4_DEFAULT_MODEL, else assets/models/default
-// next to the source tree, else next to the binary.
-std::string DefaultModelPath();
 
 }  // namespace g4::cli
 

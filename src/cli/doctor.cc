@@ -9,7 +9,6 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <random>
 #include <set>
 
 #include "base/half.h"
@@ -20,6 +19,7 @@
 #include "io/safetensors.h"
 #include "model/arch/gemma4.h"
 #include "model/forward.h"
+#include "model/random_prompt.h"
 #include "reference/reference.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
@@ -404,9 +404,7 @@ void CheckForward(const std::string& dir, const ModelPlan& plan, WeightType quan
     r.Add(Level::kFail, "forward", Str("the engine cannot load the checkpoint: ", model.status().message()));
     return;
   }
-  std::mt19937 rng(5);
-  std::vector<int> ids{2};
-  while (ids.size() < 12) ids.push_back(static_cast<int>(rng() % (plan.vocab - 10)) + 10);
+  const std::vector<int> ids = RandomPromptIds(12, plan.vocab, 5);
   auto r64 = (*ref)->Logits<double>(ids);
   auto r32 = (*ref)->Logits<float>(ids);
   KvCache cache(plan, static_cast<int>(ids.size()), 16);

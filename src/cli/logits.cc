@@ -4,9 +4,9 @@
 
 #include "cli/cli_util.h"
 #include "cli/command.h"
+#include "cli/tensor_parallel_command.h"
 #include "io/npy.h"
 #include "model/forward.h"
-#include "parallel/tensor_parallel.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 
@@ -34,8 +34,7 @@ int RunLogits(int argc, char** argv) {
   ModelOptions options;
   options.threads = threads;
   ParseWeightType(quant, &options.load.quant);
-  const bool output_process = IsOutputProcess();
-  Status st = RunTensorParallel(tp, [&](Communicator* comm) -> Status {
+  return RunTensorParallelCommand("logits", tp, [&](Communicator* comm) -> Status {
     const bool output_rank = IsOutputRank(comm);
     G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadRankModel(model_dir, options, comm));
     const ModelPlan& plan = model->plan();
@@ -48,8 +47,6 @@ int RunLogits(int argc, char** argv) {
     std::fprintf(stderr, "g4 logits: wrote [%zu, %d] to %s\n", ids->size(), plan.vocab, out.c_str());
     return OkStatus();
   });
-  if (!st.ok()) return output_process || !IsPeerFailure(st) ? Fail("logits", st) : 1;
-  return 0;
 }
 
 }  // namespace

@@ -1,13 +1,8 @@
 // g4: one binary, a table of subcommands (see command.h).
-#include <unistd.h>
-
-#include <climits>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
-#include "base/mapped_file.h"
 #include "cli/command.h"
 
 namespace g4::cli {
@@ -15,25 +10,6 @@ namespace g4::cli {
 std::map<std::string, Command>& Commands() {
   static std::map<std::string, Command> commands;
   return commands;
-}
-
-std::string DefaultModelPath() {
-  if (const char* env = std::getenv("G4_DEFAULT_MODEL"); env && *env) return env;
-  // Next to the binary: <build>/g4 -> <repo>/assets/models/default.
-  char exe[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = 0;
-    std::string dir(exe);
-    for (int up = 0; up < 3; ++up) {
-      auto slash = dir.rfind('/');
-      if (slash == std::string::npos) break;
-      dir = dir.substr(0, slash);
-      std::string candidate = dir + "/assets/models/default";
-      if (FileExists(candidate + "/config.json")) return candidate;
-    }
-  }
-  return "assets/models/default";
 }
 
 }  // namespace g4::cli

@@ -6,8 +6,9 @@
 
 #include "cli/cli_util.h"
 #include "cli/command.h"
+#include "cli/sampling_flags.h"
+#include "cli/tensor_parallel_command.h"
 #include "model/forward.h"
-#include "parallel/tensor_parallel.h"
 #include "runtime/generate.h"
 #include "tokenizer/chat_gemma4.h"
 #include "tokenizer/tokenizer.h"
@@ -19,9 +20,7 @@ int RunRun(int argc, char** argv) {
   CLI::App app{"Generate text with one sequence", "g4 run"};
   std::string model_dir = DefaultModelPath(), ids_text, prompt_text;
   int n = 32, threads = 0, chunk = 64, ctx = 0, tp = 0;
-  float temperature = 0, top_p = 1;
-  int top_k = 0;
-  int64_t seed = -1;
+  SamplingFlags sampling;  // greedy unless --temperature > 0
   bool ignore_eos = false, json_out = false, chat = false, no_bos = false, thinking = false;
   app.add_option("--model", model_dir, "model directory (Hugging Face layout)");
   auto* prompt_opt = app.add_option("--prompt", prompt_text, "prompt text (a <bos> is prepended)");
@@ -30,10 +29,7 @@ int RunRun(int argc, char** argv) {
   app.add_flag("--thinking", thinking, "with --chat: enable thinking");
   app.add_flag("--no-bos", no_bos, "do not prepend <bos> to --prompt");
   app.add_option("-n,--max-tokens", n, "tokens to generate");
-  app.add_option("--temperature", temperature, "0 = greedy");
-  app.add_option("--top-k", top_k, "top-k sampling (0 = off)");
-  app.add_option("--top-p", top_p, "nucleus sampling");
-  app.add_option("--seed", seed, "sampling seed");
+  AddSamplingOptions(app, sampling, "top-k sampling (0 = off)", "nucleus sampling");
   app.add_option("--threads", threads, "threads per rank (0 = all cores, shared among the ranks)");
   app.add_option("--tp", tp, "tensor-parallel ranks: threads in this process, or one per process "
                  "under mpirun (default: 1, or mpirun's -np)");
@@ -68,8 +64,7 @@ int RunRun(int argc, char** argv) {
   ModelOptions options;
   options.threads = threads;
   ParseWeightType(quant, &options.load.quant);
-  const bool output_process = IsOutputProcess();
-  Status st = RunTensorParallel(tp, [&](Communicator* comm) -> Status {
+  return RunTensorParallelCommand("run", tp, [&](Communicator* comm) -> Status {
     // Every rank runs the same steps on its share; only rank 0 writes.
     const bool output_rank = IsOutputRank(comm);
     G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadRankModel(model_dir, options, comm));
@@ -86,14 +81,7 @@ int RunRun(int argc, char** argv) {
     gen.ignore_eos = ignore_eos;
     gen.stop_ids = plan.config.eos_token_ids;
     gen.prefill_chunk = chunk;
-    gen.sampling.temperature = temperature;
-    gen.sampling.top_k = top_k;
-    gen.sampling.top_p = top_p;
-    gen.sampling.suppress_tokens = plan.config.suppress_tokens;
-    if (seed >= 0) {
-      gen.sampling.seed = static_cast<uint64_t>(seed);
-      gen.sampling.has_seed = true;
-    }
+    gen.sampling = ToSamplingParams(sampling, plan.config.suppress_tokens);
     IncrementalDecoder decoder(**tokenizer, /*skip_special=*/false);
     std::string text;
     auto is_stop = [&](int token) {
@@ -134,8 +122,6 @@ int RunRun(int argc, char** argv) {
                  result.finish_reason.c_str(), tp_note.c_str());
     return OkStatus();
   });
-  if (!st.ok()) return output_process || !IsPeerFailure(st) ? Fail("run", st) : 1;
-  return 0;
 }
 
 }  // namespace

@@ -1,39 +1,14 @@
 // g4 synth: writes a seeded random Gemma-4 checkpoint in the Hugging Face layout (model/synth.h).
 #include "model/synth.h"
 
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
-#include <climits>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
-#include "base/mapped_file.h"
 #include "cli/command.h"
 
 namespace g4::cli {
 namespace {
-
-// $G4_ASSETS/tokenizer/gemma4.json, else assets/tokenizer/gemma4.json next to the binary's
-// build tree (as DefaultModelPath does), else relative to the working directory.
-std::string DefaultTokenizerPath() {
-  const std::string rel = "/tokenizer/gemma4.json";
-  if (const char* env = std::getenv("G4_ASSETS"); env && *env) return env + rel;
-  char exe[PATH_MAX];
-  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n > 0) {
-    exe[n] = 0;
-    std::string dir(exe);
-    for (int up = 0; up < 3; ++up) {
-      auto slash = dir.rfind('/');
-      if (slash == std::string::npos) break;
-      dir = dir.substr(0, slash);
-      if (FileExists(dir + "/assets" + rel)) return dir + "/assets" + rel;
-    }
-  }
-  return "assets" + rel;
-}
 
 int RunSynth(int argc, char** argv) {
   CLI::App app{"Write a synthetic Gemma-4 checkpoint (seeded random weights, real layout)",

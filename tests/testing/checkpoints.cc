@@ -13,6 +13,7 @@
 #include "base/half.h"
 #include "base/mapped_file.h"
 #include "io/safetensors.h"
+#include "testing/paths.h"
 
 namespace g4 {
 
@@ -94,15 +95,7 @@ std::string CacheRoot() {
 
 }  // namespace
 
-std::string TestTokenizerPath() {
-  if (const char* assets = std::getenv("G4_ASSETS"); assets && *assets)
-    return std::string(assets) + "/tokenizer/gemma4.json";
-#ifdef G4_SOURCE_DIR
-  return Env("G4_SOURCE_DIR", G4_SOURCE_DIR) + "/assets/tokenizer/gemma4.json";
-#else
-  return Env("G4_SOURCE_DIR", ".") + "/assets/tokenizer/gemma4.json";
-#endif
-}
+std::string TestTokenizerPath() { return AssetsDir() + "/tokenizer/gemma4.json"; }
 
 std::string TestTempDir(const std::string& name) {
   const std::string dir = ProcessScratch() + "/" + name;

@@ -8,16 +8,6 @@
 
 namespace g4 {
 
-std::string SourceDir() {
-  const char* s = std::getenv("G4_SOURCE_DIR");
-  return s && *s ? s : G4_SOURCE_DIR;
-}
-
-std::string AssetsDir() {
-  const char* a = std::getenv("G4_ASSETS");
-  return a && *a ? a : SourceDir() + "/assets";
-}
-
 G4RunResult RunG4(const std::string& args, bool merge_stderr) {
   const char* bin = std::getenv("G4_BINARY_DIR");
   std::string cmd = std::string(bin && *bin ? bin : G4_BINARY_DIR) + "/g4 " + args +

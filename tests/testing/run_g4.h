@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "testing/paths.h"  // AssetsDir(), SourceDir(): what the runs are given
+
 namespace g4 {
 
 struct G4RunResult {
@@ -12,9 +14,5 @@ struct G4RunResult {
 
 // Runs `$G4_BINARY_DIR/g4 ARGS` through the shell.
 G4RunResult RunG4(const std::string& args, bool merge_stderr = true);
-
-// assets/ (or $G4_ASSETS) and the source tree, as the tests see them.
-std::string AssetsDir();
-std::string SourceDir();
 
 }  // namespace g4

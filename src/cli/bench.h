@@ -1,0 +1,80 @@
+// The pieces of `g4 bench` (bench.cc: flags and timing; bench_memory.cc: the machine's memory
+// bandwidth; bench_report.cc: the JSON object and the table printed from it).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "model/forward.h"
+
+namespace g4::cli {
+
+struct BenchFlags {
+  std::string model_dir, quant = "bf16";
+  int threads = 0, chunk = 512, decode_tokens = 128, decode_window = 16, reps = 1, tp = 0,
+      mem_bw_mib = 0;
+  std::vector<int> contexts{0, 512, 2048};  // each listed once (CheckBenchFlags)
+  std::vector<int> prefill_lengths{128, 512};
+  bool json_out = false, warmup = true;
+};
+
+// ---- bench_memory.cc
+
+struct Bandwidth {
+  double triad_gb_s = 0;  // a = b + s c, 3 arrays counted (STREAM's convention)
+  double read_gb_s = 0;   // one array streamed: the access pattern of decode
+};
+
+// STREAM-style triad and read bandwidth over `pool`, before the model loads (see the .cc).
+Bandwidth MeasureBandwidth(ThreadPool& pool, int array_mib);
+
+using ByteSpans = std::vector<std::pair<const uint8_t*, size_t>>;
+
+// Byte ranges read in pieces of the decode task size, all in one ParallelFor over `pool`: GB/s of
+// the fastest of `passes` passes.
+double ReadGbPerSecond(const ByteSpans& spans, ThreadPool& pool, int passes);
+
+// VmHWM: the process's peak resident set so far.
+int64_t PeakRssBytes();
+
+// ---- bench.cc: what the timing loops measured, on this rank
+
+struct PrefillTimes {
+  nlohmann::json tok_s = nlohmann::json::object();              // best, by prompt length
+  nlohmann::json comm_ms_per_token = nlohmann::json::object();  // in collectives, same runs
+  double ttft_s = 0;  // prefill of the first --prefill length to its first token
+};
+
+struct DecodeTimes {
+  nlohmann::json tok_s = nlohmann::json::object();              // best, by context
+  nlohmann::json comm_ms_per_token = nlohmann::json::object();  // in collectives, same runs
+  double collectives_per_token = 0;
+  int window = 0;       // tokens per turn
+  size_t kv_bytes = 0;  // every context's cache
+  // Per context (in --contexts order): each window's tok/s and, without tensor parallelism, the
+  // weights-alone read right after it (GB/s).
+  std::vector<std::vector<double>> window_tok_s, window_read_gb_s;
+};
+
+// ---- bench_report.cc
+
+struct BenchFacts {
+  std::string held_quant;  // the format the weights are in (an artifact's own)
+  double load_s = 0;
+  Bandwidth bandwidth;
+  bool tensor_parallel = false;  // ran with a communicator: numbers are rank 0's
+};
+
+// Everything `g4 bench --json` prints; the table is printed from it.
+nlohmann::json BenchJson(const BenchFlags& flags, Model& model, const Communicator* comm,
+                         const BenchFacts& facts, const PrefillTimes& prefill, const DecodeTimes& decode);
+void PrintBenchTable(const BenchFlags& flags, const BenchFacts& facts, const nlohmann::json& j);
+
+// The weight matrices one decoded token multiplies by (the tied LM head in full).
+ByteSpans DecodeMatrices(const Model& model);
+
+}  // namespace g4::cli
