@@ -17,14 +17,8 @@ Value Arg(const CallArgs& args, size_t position, const char* keyword, Value fall
   return v ? *v : std::move(fallback);
 }
 
-std::string AsciiLower(std::string s) {
-  for (char& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
-  return s;
-}
-std::string AsciiUpper(std::string s) {
-  for (char& c : s) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 32 : c);
-  return s;
-}
+std::string PyLower(const std::string& s) { return ChangeCase(s, false); }
+std::string PyUpper(const std::string& s) { return ChangeCase(s, true); }
 
 bool IsPySpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f'); }
 
@@ -50,7 +44,7 @@ Result<Value> LookupPath(const Value& item, const Value& path) {
 
 // Sort key: strings lowercased unless case_sensitive.
 Value SortKey(const Value& v, bool case_sensitive) {
-  if (!case_sensitive && v.is_string()) return Value::String(AsciiLower(v.str()));
+  if (!case_sensitive && v.is_string()) return Value::String(PyLower(v.str()));
   return v;
 }
 
@@ -86,9 +80,9 @@ std::string Strip(const std::string& s, const Value* chars, bool left, bool righ
 }
 
 std::string Capitalize(const std::string& s) {
-  std::string out = AsciiLower(s);
-  if (!out.empty() && out[0] >= 'a' && out[0] <= 'z') out[0] = static_cast<char>(out[0] - 32);
-  return out;
+  const auto cps = SplitCodePoints(s);
+  if (cps.empty()) return s;
+  return PyUpper(std::string(cps[0])) + PyLower(s.substr(cps[0].size()));
 }
 
 std::string Title(const std::string& s) {
@@ -99,7 +93,7 @@ std::string Title(const std::string& s) {
       out += c;
       word_start = true;
     } else {
-      out += word_start ? AsciiUpper(std::string(1, c))[0] : AsciiLower(std::string(1, c))[0];
+      out += word_start ? PyUpper(std::string(1, c))[0] : PyLower(std::string(1, c))[0];
       word_start = false;
     }
   }
@@ -203,8 +197,8 @@ Result<Value> FilterLength(Interpreter&, const Value& value, CallArgs&) {
 }
 
 Result<Value> FilterString(Interpreter&, const Value& value, CallArgs&) { return Value::String(value.ToString()); }
-Result<Value> FilterUpper(Interpreter&, const Value& value, CallArgs&) { return Value::String(AsciiUpper(value.ToString())); }
-Result<Value> FilterLower(Interpreter&, const Value& value, CallArgs&) { return Value::String(AsciiLower(value.ToString())); }
+Result<Value> FilterUpper(Interpreter&, const Value& value, CallArgs&) { return Value::String(PyUpper(value.ToString())); }
+Result<Value> FilterLower(Interpreter&, const Value& value, CallArgs&) { return Value::String(PyLower(value.ToString())); }
 Result<Value> FilterCapitalize(Interpreter&, const Value& value, CallArgs&) { return Value::String(Capitalize(value.ToString())); }
 Result<Value> FilterTitle(Interpreter&, const Value& value, CallArgs&) { return Value::String(Title(value.ToString())); }
 Result<Value> FilterSafe(Interpreter&, const Value& value, CallArgs&) { return value; }
@@ -297,6 +291,7 @@ Result<Value> FilterReverse(Interpreter&, const Value& value, CallArgs&) {
 
 // map / select / reject / selectattr / rejectattr.
 Result<Value> FilterMap(Interpreter& interp, const Value& value, CallArgs& args) {
+  if (!value.Truthy()) return Value::List();  // Jinja2: `if value:` before iterating
   G4_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(value));
   std::vector<Value> out;
   for (const auto& [k, v] : args.keyword) {
@@ -323,6 +318,7 @@ Result<Value> FilterMap(Interpreter& interp, const Value& value, CallArgs& args)
 }
 
 Result<Value> SelectOrReject(Interpreter& interp, const Value& value, CallArgs& args, bool by_attribute, bool keep) {
+  if (!value.Truthy()) return Value::List();  // Jinja2: `if value:` before iterating
   G4_ASSIGN_OR_RETURN(std::vector<Value> items, Iterate(value));
   size_t next = 0;
   Value attribute;

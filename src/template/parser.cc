@@ -227,7 +227,6 @@ class Parser {
       G4_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
       node->bodies.emplace_back();
       G4_ASSIGN_OR_RETURN(node->bodies[0], ParseBody({"endgeneration"}, &found));
-      return node;
     } else if (word == "break" || word == "continue") {
       if (loop_depth_ == 0) return Fail(Str("'", word, "' outside of a loop"));
       node->kind = word == "break" ? NodeKind::kBreak : NodeKind::kContinue;

@@ -62,7 +62,71 @@ std::string ReprString(std::string_view s) {
   return out;
 }
 
+void AppendCodePoint(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// Simple case mapping for ASCII, Latin-1, Latin Extended-A, Greek and Cyrillic: the scripts
+// where str.lower()/upper() commonly meet chat-template input.
+uint32_t MapCase(uint32_t cp, bool to_upper) {
+  if (to_upper) {
+    if (cp >= 'a' && cp <= 'z') return cp - 32;
+    if ((cp >= 0xE0 && cp <= 0xFE && cp != 0xF7)) return cp - 32;
+    if (cp >= 0x100 && cp <= 0x17F && cp != 0x131 && cp != 0x138 && cp != 0x149 && cp != 0x17F) {
+      const bool odd_upper = (cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17E);
+      if (odd_upper ? (cp % 2 == 0) : (cp % 2 == 1)) return cp - 1;
+      return cp;
+    }
+    if (cp >= 0x3B1 && cp <= 0x3C9 && cp != 0x3C2) return cp - 32;
+    if (cp >= 0x430 && cp <= 0x44F) return cp - 32;
+    if (cp >= 0x450 && cp <= 0x45F) return cp - 80;
+    return cp;
+  }
+  if (cp >= 'A' && cp <= 'Z') return cp + 32;
+  if (cp >= 0xC0 && cp <= 0xDE && cp != 0xD7) return cp + 32;
+  if (cp >= 0x100 && cp <= 0x17F && cp != 0x130 && cp != 0x131 && cp != 0x138 && cp != 0x149 && cp != 0x17F) {
+    const bool odd_upper = (cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17E);
+    if (cp == 0x178) return 0xFF;
+    if (odd_upper ? (cp % 2 == 1) : (cp % 2 == 0)) return cp + 1;
+    return cp;
+  }
+  if (cp >= 0x391 && cp <= 0x3A9 && cp != 0x3A2) return cp + 32;
+  if (cp >= 0x410 && cp <= 0x42F) return cp + 32;
+  if (cp >= 0x400 && cp <= 0x40F) return cp + 80;
+  return cp;
+}
+
 }  // namespace
+
+std::string ChangeCase(std::string_view text, bool to_upper) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    size_t n = 0;
+    const uint32_t cp = DecodeAt(text, i, &n);
+    if (n == 1 && cp >= 0x80) {
+      out += text[i];  // invalid byte, kept as is
+    } else {
+      AppendCodePoint(out, MapCase(cp, to_upper));
+    }
+    i += n;
+  }
+  return out;
+}
 
 const Value* DictData::Find(const Value& key) const {
   if (key.is_string()) return FindString(key.str());
