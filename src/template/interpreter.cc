@@ -17,25 +17,29 @@ Status UndefinedError(const Value& value) {
   return Status::Error(value.str().empty() ? "undefined value used" : value.str());
 }
 
-// A for-loop's `loop` variable.
+// A for-loop's `loop` variable. Its keys are built once: loops are the hot path of a render.
 Value MakeLoop(const std::vector<Value>& items, size_t i, int depth) {
+  static const Value kKeys[] = {Value::String("index"),    Value::String("index0"),   Value::String("revindex"),
+                                Value::String("revindex0"), Value::String("first"),    Value::String("last"),
+                                Value::String("length"),   Value::String("depth"),    Value::String("depth0"),
+                                Value::String("previtem"), Value::String("nextitem"), Value::String("cycle")};
   const auto n = static_cast<int64_t>(items.size());
   const auto k = static_cast<int64_t>(i);
   Value loop = Value::Dict();
   DictData& d = loop.dict();
   d.items.reserve(12);
-  d.items.emplace_back(Value::String("index"), Value::Int(k + 1));
-  d.items.emplace_back(Value::String("index0"), Value::Int(k));
-  d.items.emplace_back(Value::String("revindex"), Value::Int(n - k));
-  d.items.emplace_back(Value::String("revindex0"), Value::Int(n - k - 1));
-  d.items.emplace_back(Value::String("first"), Value::Bool(k == 0));
-  d.items.emplace_back(Value::String("last"), Value::Bool(k == n - 1));
-  d.items.emplace_back(Value::String("length"), Value::Int(n));
-  d.items.emplace_back(Value::String("depth"), Value::Int(depth));
-  d.items.emplace_back(Value::String("depth0"), Value::Int(depth - 1));
-  if (i > 0) d.items.emplace_back(Value::String("previtem"), items[i - 1]);
-  if (i + 1 < items.size()) d.items.emplace_back(Value::String("nextitem"), items[i + 1]);
-  d.items.emplace_back(Value::String("cycle"), Value::Function("cycle", [k](Interpreter&, CallArgs& args) -> Result<Value> {
+  d.items.emplace_back(kKeys[0], Value::Int(k + 1));
+  d.items.emplace_back(kKeys[1], Value::Int(k));
+  d.items.emplace_back(kKeys[2], Value::Int(n - k));
+  d.items.emplace_back(kKeys[3], Value::Int(n - k - 1));
+  d.items.emplace_back(kKeys[4], Value::Bool(k == 0));
+  d.items.emplace_back(kKeys[5], Value::Bool(k == n - 1));
+  d.items.emplace_back(kKeys[6], Value::Int(n));
+  d.items.emplace_back(kKeys[7], Value::Int(depth));
+  d.items.emplace_back(kKeys[8], Value::Int(depth - 1));
+  if (i > 0) d.items.emplace_back(kKeys[9], items[i - 1]);
+  if (i + 1 < items.size()) d.items.emplace_back(kKeys[10], items[i + 1]);
+  d.items.emplace_back(kKeys[11], Value::Function("cycle", [k](Interpreter&, CallArgs& args) -> Result<Value> {
                          if (args.positional.empty()) return Status::Error("no items for cycling given");
                          return args.positional[static_cast<size_t>(k) % args.positional.size()];
                        }));
@@ -165,6 +169,7 @@ Result<Interpreter::Flow> Interpreter::ExecFor(const Node& node, const ScopePtr&
   if (node.filter) {  // `for x in xs if cond`: loop.* counts only the items kept
     std::vector<Value> kept;
     for (Value& item : items) {
+      G4_RETURN_IF_ERROR(AtLine(Charge(1), node.line));
       auto probe = std::make_shared<Scope>();
       probe->parent = scope;
       G4_RETURN_IF_ERROR(Assign(node.targets, item, *probe, node.line));
@@ -184,6 +189,7 @@ Result<Interpreter::Flow> Interpreter::ExecFor(const Node& node, const ScopePtr&
     if (const Value* d = outer_loop->dict().FindString("depth"); d && d->is_int()) depth = static_cast<int>(d->as_int()) + 1;
   }
   for (size_t i = 0; i < items.size(); ++i) {
+    G4_RETURN_IF_ERROR(AtLine(Charge(1), node.line));  // an empty body still costs
     auto iteration = std::make_shared<Scope>();
     iteration->parent = scope;
     G4_RETURN_IF_ERROR(Assign(node.targets, items[i], *iteration, node.line));

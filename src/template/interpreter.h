@@ -19,7 +19,7 @@ namespace g4::jinja {
 
 struct RenderLimits {
   size_t max_output_bytes = size_t{64} << 20;
-  uint64_t max_steps = 50'000'000;  // expression and statement evaluations
+  uint64_t max_steps = 5'000'000;  // evaluations and loop iterations (a 20-turn chat: ~20k)
   int max_call_depth = 200;         // nested macro calls
 };
 
