@@ -211,9 +211,14 @@ def conversation(rng):
     return ctx
 
 
+_compiled = {}
+
+
 def render(env, template, context):
     try:
-        return {"expected": env.from_string(template).render(**context)}
+        if template not in _compiled:  # compiling a large template costs far more than rendering it
+            _compiled[template] = env.from_string(template)
+        return {"expected": _compiled[template].render(**context)}
     except Exception as e:  # noqa: BLE001 - any Jinja2 failure is an expected error
         return {"error": f"{type(e).__name__}: {e}"}
 
