@@ -391,7 +391,7 @@ Result<Value> Interpreter::EvalInner(const Expr& expr, const ScopePtr& scope) {
     case ExprKind::kName: {
       const Value* value = scope->Find(expr.name);
       if (value) return *value;
-      return Value::Undefined(Str("'", expr.name, "' is undefined"));
+      return Value::Undefined("'" + expr.name + "' is undefined");
     }
     case ExprKind::kList:
     case ExprKind::kTuple: {

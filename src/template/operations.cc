@@ -14,7 +14,7 @@ Status UndefinedError(const Value& value) {
 }
 
 Value MissingAttribute(const Value& target, const std::string& name) {
-  return Value::Undefined(Str("'", TypeName(target), " object' has no attribute '", name, "'"));
+  return Value::Undefined(std::string("'") + TypeName(target) + " object' has no attribute '" + name + "'");
 }
 
 bool AddOverflows(int64_t a, int64_t b, int64_t* out) { return __builtin_add_overflow(a, b, out); }

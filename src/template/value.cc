@@ -155,7 +155,7 @@ void DictData::Set(Value key, Value value) {
 
 Value Value::Undefined(std::string name) {
   Value v;
-  if (!name.empty()) v.string_ = std::make_shared<const std::string>(std::move(name));
+  if (!name.empty()) v.ptr_ = std::make_shared<std::string>(std::move(name));
   return v;
 }
 Value Value::None() {
@@ -184,25 +184,26 @@ Value Value::Float(double f) {
 Value Value::String(std::string s) {
   Value v;
   v.type_ = Type::kString;
-  v.string_ = std::make_shared<const std::string>(std::move(s));
+  v.ptr_ = std::make_shared<std::string>(std::move(s));
   return v;
 }
 Value Value::List(std::vector<Value> items) {
   Value v;
   v.type_ = Type::kList;
-  v.list_ = std::make_shared<ListData>();
-  v.list_->items = std::move(items);
+  auto list = std::make_shared<ListData>();
+  list->items = std::move(items);
+  v.ptr_ = std::move(list);
   return v;
 }
 Value Value::Tuple(std::vector<Value> items) {
   Value v = List(std::move(items));
-  v.list_->is_tuple = true;
+  v.list().is_tuple = true;
   return v;
 }
 Value Value::Dict() {
   Value v;
   v.type_ = Type::kDict;
-  v.dict_ = std::make_shared<DictData>();
+  v.ptr_ = std::make_shared<DictData>();
   return v;
 }
 Value Value::Namespace() {
@@ -213,11 +214,14 @@ Value Value::Namespace() {
 Value Value::Function(std::string name, NativeFunction function) {
   Value v;
   v.type_ = Type::kCallable;
-  v.callable_ = std::make_shared<CallableData>(CallableData{std::move(name), std::move(function)});
+  v.ptr_ = std::make_shared<CallableData>(CallableData{std::move(name), std::move(function)});
   return v;
 }
 
-const std::string& Value::str() const { return string_ ? *string_ : EmptyString(); }
+const std::string& Value::str() const {
+  if ((type_ == Type::kString || type_ == Type::kUndefined) && ptr_) return *static_cast<const std::string*>(ptr_.get());
+  return EmptyString();
+}
 
 bool Value::Truthy() const {
   switch (type_) {
@@ -233,9 +237,9 @@ bool Value::Truthy() const {
     case Type::kString:
       return !str().empty();
     case Type::kList:
-      return !list_->items.empty();
+      return !list().items.empty();
     case Type::kDict:
-      return !dict_->items.empty();
+      return !dict().items.empty();
     case Type::kNamespace:
     case Type::kCallable:
       return true;
@@ -301,19 +305,19 @@ std::string Value::Repr() const {
     case Type::kString:
       return ReprString(str());
     case Type::kList: {
-      std::string out = list_->is_tuple ? "(" : "[";
-      for (size_t i = 0; i < list_->items.size(); ++i) {
+      std::string out = list().is_tuple ? "(" : "[";
+      for (size_t i = 0; i < list().items.size(); ++i) {
         if (i) out += ", ";
-        out += list_->items[i].Repr();
+        out += list().items[i].Repr();
       }
-      if (list_->is_tuple && list_->items.size() == 1) out += ",";
-      return out + (list_->is_tuple ? ")" : "]");
+      if (list().is_tuple && list().items.size() == 1) out += ",";
+      return out + (list().is_tuple ? ")" : "]");
     }
     case Type::kDict:
     case Type::kNamespace: {
       std::string out = type_ == Type::kNamespace ? "<Namespace {" : "{";
       bool first = true;
-      for (const auto& [k, v] : dict_->items) {
+      for (const auto& [k, v] : dict().items) {
         if (!first) out += ", ";
         first = false;
         out += k.Repr() + ": " + v.Repr();
@@ -321,7 +325,7 @@ std::string Value::Repr() const {
       return out + (type_ == Type::kNamespace ? "}>" : "}");
     }
     case Type::kCallable:
-      return "<function " + callable_->name + ">";
+      return "<function " + callable().name + ">";
   }
   return "";
 }

@@ -91,9 +91,9 @@ class Value {
   int64_t as_int() const { return type_ == Type::kBool ? (bool_ ? 1 : 0) : int_; }
   double as_double() const { return type_ == Type::kFloat ? float_ : static_cast<double>(as_int()); }
   const std::string& str() const;  // the string, or an Undefined's name
-  ListData& list() const { return *list_; }
-  DictData& dict() const { return *dict_; }  // kDict and kNamespace
-  const CallableData& callable() const { return *callable_; }
+  ListData& list() const { return *static_cast<ListData*>(ptr_.get()); }
+  DictData& dict() const { return *static_cast<DictData*>(ptr_.get()); }  // kDict and kNamespace
+  const CallableData& callable() const { return *static_cast<const CallableData*>(ptr_.get()); }
 
   // Python truthiness.
   bool Truthy() const;
@@ -107,10 +107,9 @@ class Value {
   bool bool_ = false;
   int64_t int_ = 0;
   double float_ = 0;
-  std::shared_ptr<const std::string> string_;
-  std::shared_ptr<ListData> list_;
-  std::shared_ptr<DictData> dict_;
-  std::shared_ptr<CallableData> callable_;
+  // One pointer, read by type_: std::string, ListData, DictData or CallableData. Values are
+  // copied constantly, so a copy is one reference-count increment.
+  std::shared_ptr<void> ptr_;
 };
 
 // Python ==, across int/float/bool numerically, lists/dicts element-wise.
