@@ -50,8 +50,7 @@ Value MakeLoop(const std::vector<Value>& items, size_t i, int depth) {
 
 const Value* Scope::Find(const std::string& name) const {
   for (const Scope* s = this; s; s = s->parent.get()) {
-    auto it = s->vars.find(name);
-    if (it != s->vars.end()) return &it->second;
+    if (const Value* value = s->vars.Find(name)) return value;
   }
   return nullptr;
 }

@@ -23,8 +23,30 @@ struct RenderLimits {
   int max_call_depth = 200;         // nested macro calls
 };
 
+// A scope holds few names (loop targets, `loop`, macro parameters): a flat list beats a hash map.
+class ScopeVars {
+ public:
+  Value& operator[](const std::string& name) {
+    for (auto& [k, v] : entries_) {
+      if (k == name) return v;
+    }
+    entries_.emplace_back(name, Value());
+    return entries_.back().second;
+  }
+  const Value* Find(const std::string& name) const {
+    for (const auto& [k, v] : entries_) {
+      if (k == name) return &v;
+    }
+    return nullptr;
+  }
+  size_t count(const std::string& name) const { return Find(name) ? 1 : 0; }
+
+ private:
+  std::vector<std::pair<std::string, Value>> entries_;
+};
+
 struct Scope {
-  std::unordered_map<std::string, Value> vars;
+  ScopeVars vars;
   std::shared_ptr<Scope> parent;
   const Value* Find(const std::string& name) const;
 };
