@@ -1,7 +1,7 @@
 // Tokenizer benchmarks: tokenizer.json load time, encode and decode throughput on a mixed text.
 // The text is this repository's own sources, data and docs (code, English prose, JSON with
 // multilingual strings and chat prompts), built the same way by tools/tokenizer_bench.js, which
-// measures Hugging Face tokenizers on it for docs/benchmarks.md.
+// measures Hugging Face tokenizers on it for docs/performance.md.
 //   G4_SOURCE_DIR (default: the configured source dir), G4_ASSETS (default: $G4_SOURCE_DIR/assets)
 #include <benchmark/benchmark.h>
 

@@ -1,6 +1,6 @@
 // Every weight format against the float64 reference on the tiny presets: teacher-forced top-1
 // agreement and mean KL(reference || engine) of the softcapped next-token distributions.
-// The bounds are the documented quality contract of --quant (docs/benchmarks.md, "CPU inference").
+// The bounds are the documented quality contract of --quant (docs/models.md, measured quality).
 // Tiny random models are far more sensitive than trained ones: a q8 round trip of the weights
 // alone (fp32 activations) already costs KL ~1e-2 on tiny E2B, so the bounds here are set from
 // measurement with ~2x margin; they catch a broken kernel or layout (KL ~ log(vocab)), not drift.

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Derives the (unofficial) Gemma-4 test tokenizer from Google's Gemma-3 tokenizer.json by
-// renaming the special tokens at their fixed ids (shared/docs/tokenizer-and-assets.md §2.3).
+// renaming the special tokens at their fixed ids (docs/gemma4.md §6).
 // usage: node tools/make_gemma4_tokenizer.js gemma3-tokenizer.json out-gemma4-tokenizer.json
 'use strict';
 const fs = require('fs');

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Hugging Face tokenizers (Rust core, Node binding) on the same text as bench/tokenizer_bench.cc:
 // load time of tokenizer.json, encode throughput of the whole text in one call and line by line,
-// decode throughput. Prints a table for docs/benchmarks.md; then run the C++ side with
+// decode throughput. Prints a table for docs/performance.md; then run the C++ side with
 //   build/g4_microbench --benchmark_filter=Tokenizer
 // usage: node tools/tokenizer_bench.js [--assets DIR] [--reps 10]
 'use strict';

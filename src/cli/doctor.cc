@@ -1,5 +1,5 @@
 // g4 doctor: fast checks of a checkpoint, each a plain-language finding that names the cause.
-// Every time the Inferentia2 port produced garbage (shared/seeds/000 §8) the accelerator was
+// Every time the Inferentia2 port produced garbage (a field report of a hand port) the accelerator was
 // innocent; the causes were a missing tokenizer, a mis-restored reload, the layer_scalar buffer
 // and a version mismatch. All are cheaper to rule out here than to debug as "a device bug".
 #include <CLI/CLI.hpp>

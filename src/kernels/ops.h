@@ -15,7 +15,7 @@ namespace g4 {
 // that the prefetchers must pick up again: 600 MB matrix-vector on 2 threads, g4_microbench
 // BM_Decode, 16-19 GB/s with 32 KiB tasks and 23-27 with 128-256 KiB (Intel VM); on the Zen 5 VM,
 // E2B q8 decode, 128 KiB and 1 MiB alternated 6 times: 18.8 vs 21.0 tok/s on average, 1 MiB ahead
-// in 5 of the 6 pairs (and in 2 of 3 for q4); 4 MiB no better (docs/benchmarks.md).
+// in 5 of the 6 pairs (and in 2 of 3 for q4); 4 MiB no better (docs/notes/benchmarks-lab.md).
 constexpr size_t kMaxDecodeTaskBytes = size_t{1} << 20;
 
 // y[n, w.rows] = x[n, w.cols] * W^T.

@@ -1,5 +1,5 @@
 // Forward pass, top to bottom. Each step names the spec section it implements
-// (shared/docs/gemma4-architecture.md).
+// (docs/gemma4.md).
 #include "model/forward.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // The layer plan of the real E2B / E4B / 12B configs, row by row against
-// shared/docs/gemma4-architecture.md §1.2, §4 and §7.
+// docs/gemma4.md §1.2, §4 and §7.
 #include "model/plan.h"
 
 #include <gtest/gtest.h>

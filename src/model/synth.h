@@ -3,7 +3,7 @@
 // real tensor names (text under `model.language_model.`, a few vision/audio tensors the text
 // decoder must skip, the unused K/V of shared layers, `layer_scalar` as a [1] tensor) and a copy
 // of tokenizer.json. Weights are seeded random, chosen so the network is numerically stable and
-// decisive (shared/docs/synthetic-checkpoints.md): linear ~ N(0, 1/in), norms 1 +- 10%, q/k norms
+// decisive (docs/gemma4.md §9 and the conditioning notes in docs/correctness.md): linear ~ N(0, 1/in), norms 1 +- 10%, q/k norms
 // near head_dim^-0.25 (attention scale is 1.0), layer_scalar in [0.4, 0.9], logits std ~6.
 //
 // Every tensor is generated from (seed, tensor name, element index) alone, so its bytes do not

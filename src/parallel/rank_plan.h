@@ -1,5 +1,5 @@
 // Tensor parallelism: one rank's share of the model, derived from the full layer plan. The rules
-// are the ones the Inferentia2 port found the hard way ("mixed heads", shared/seeds/000 §2):
+// are the ones the Inferentia2 port found the hard way ("mixed heads"):
 //
 //   query heads   split evenly: rank r holds heads [r*nq/tp, (r+1)*nq/tp) (q_proj rows, o_proj
 //                 columns). nq % tp != 0 is an error: a head cannot be cut.

@@ -1,6 +1,6 @@
 // Independent reference forward pass of the Gemma-4 text decoder: the oracle the engine is tested
 // against. Plain scalar code, one thread, no cache: every call recomputes all positions with full
-// causal attention, straight from shared/docs/gemma4-architecture.md §3. It shares nothing with
+// causal attention, straight from docs/gemma4.md §3. It shares nothing with
 // the engine except io/safetensors: it parses config.json itself and derives its own layer facts.
 //
 // Numerics: Hugging Face's math without its intermediate bf16 rounding, in the scalar type T

@@ -1,5 +1,5 @@
 // Gemma-4 chat protocol: OpenAI-style messages -> prompt text, and model output -> reasoning,
-// content and tool calls (shared/docs/tokenizer-and-assets.md §2.2; the rules follow Google's
+// content and tool calls (docs/gemma4.md §6; the rules follow Google's
 // chat_template.jinja as copied in llama.cpp models/templates/gemma4.jinja and
 // google-gemma-4-31B-it-interleaved.jinja, rendered the way Python Jinja2 would).
 //

@@ -30,7 +30,7 @@ std::vector<int> WithBos(std::vector<int> ids) {
   return ids;
 }
 
-// §2.2 of shared/docs/tokenizer-and-assets.md: prompts and ids captured from llama-server on a
+// Prompts and ids captured from llama-server on a
 // real Gemma-4 GGUF. Rendering must give the same text, and encoding it the same ids.
 TEST(Gemma4Chat, DocFixturesReproduceIds) {
   G4_REQUIRE_TOKENIZER(tok, "gemma4");

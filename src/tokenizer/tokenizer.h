@@ -2,7 +2,7 @@
 // C++. Output must equal HF tokenizers' on every input (tools/tokenizer_diff.js checks that in
 // ctest).
 //
-// Pipeline (shared/docs/tokenizer-and-assets.md §1):
+// Pipeline (docs/gemma4.md §6):
 //   1. Added tokens (special or not) are cut out of the raw text first, leftmost-longest.
 //   2. Each remaining segment is normalized (Gemma: " " -> "▁"; nothing else, no NFKC).
 //   3. BPE over code points, lowest merge rank first (leftmost on ties); a code point missing from

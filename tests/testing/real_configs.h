@@ -1,4 +1,4 @@
-// The published Gemma-4 text configs (shared/docs/gemma4-architecture.md §1.1) as JSON, for tests
+// The published Gemma-4 text configs (docs/gemma4.md §1.1) as JSON, for tests
 // that check plans built from the real shapes without a checkpoint: the layer plan, the rank plan.
 #pragma once
 

@@ -1,5 +1,5 @@
 """A Gemma-4 text decoder in plain PyTorch (torch 1.13, no SDPA), following
-/work/shared/docs/gemma4-architecture.md sections 1-4 (E2B-style: PLE, KV sharing, 4:1
+docs/gemma4.md sections 1-4 (E2B-style: PLE, KV sharing, 4:1
 sliding:full layers, per-type head dims, proportional RoPE on full layers, q/k norms, weightless
 v norm, attention scale 1.0, GELU-tanh MLP, double-wide MLP on shared layers, layer_scalar,
 final softcap, tied embeddings scaled by bf16(sqrt(H))).

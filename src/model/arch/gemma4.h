@@ -1,6 +1,6 @@
 // Gemma-4 text decoder (E2B, E4B, 12B and text-only exports): config fields, the layer plan and
 // tensor names. The only place besides tokenizer/chat_gemma4 that knows the model family.
-// Spec: shared/docs/gemma4-architecture.md (§1 config, §2 tensors, §4 KV sharing).
+// Spec: docs/gemma4.md (§1 config, §2 tensors, §4 KV sharing).
 #pragma once
 
 #include <string>
