@@ -16,6 +16,7 @@ packages=(build-essential cmake pkg-config git ca-certificates nodejs npm
   nlohmann-json3-dev libsimdjson-dev libcli11-dev libcpp-httplib-dev libhwy-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang-format curl
   libopenmpi-dev openmpi-bin
+  python3 python3-jinja2  # the Jinja2 oracle of the template tests (tools/jinja_diff.py)
   clang libclang-rt-14-dev)  # clang + its sanitizer/libFuzzer runtimes: tools/fuzz.sh
 missing=()
 for p in "${packages[@]}"; do
