@@ -5,6 +5,8 @@
 #include <cstring>
 #include <optional>
 
+#include "template/value.h"
+
 namespace g4::jinja {
 namespace {
 
@@ -15,24 +17,6 @@ bool IsSpace(char c) {
 }
 bool IsNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
-void AppendUtf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -78,7 +62,7 @@ std::string Unescape(std::string_view body) {
           out += '\\';
           out += c;
         } else {
-          AppendUtf8(out, cp);
+          AppendCodePoint(out, cp);
           i += digits;
         }
         break;
@@ -91,7 +75,7 @@ std::string Unescape(std::string_view body) {
             cp = cp * 8 + static_cast<uint32_t>(body[i + k] - '0');
             ++k;
           }
-          AppendUtf8(out, cp);
+          AppendCodePoint(out, cp);
           i += k - 1;
         } else {
           out += '\\';

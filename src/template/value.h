@@ -124,6 +124,8 @@ std::string FormatFloat(double value);
 // UTF-8 helpers: Python strings index by code point.
 std::vector<std::string_view> SplitCodePoints(std::string_view text);
 size_t CountCodePoints(std::string_view text);
+// Appends code point `cp` as UTF-8.
+void AppendCodePoint(std::string& out, uint32_t cp);
 // str.lower() / str.upper() (simple case mapping, common scripts).
 std::string ChangeCase(std::string_view text, bool to_upper);
 
