@@ -27,9 +27,9 @@
 #include "fuzz_util.h"
 #include "io/pack.h"
 #include "model/forward.h"
+#include "model/kv_cache.h"
 #include "model/packed_model.h"
 #include "model/synth.h"
-#include "runtime/kv_cache.h"
 
 namespace {
 

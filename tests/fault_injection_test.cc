@@ -21,8 +21,8 @@
 #include "base/mapped_file.h"
 #include "io/safetensors.h"
 #include "model/forward.h"
+#include "model/kv_cache.h"
 #include "model/synth.h"
-#include "runtime/kv_cache.h"
 #include "testing/checkpoints.h"
 #include "testing/run_g4.h"
 

@@ -16,7 +16,7 @@
 #include <mutex>
 
 #include "model/arch/gemma4.h"
-#include "parallel/rank_plan.h"
+#include "model/rank_plan.h"
 #include "runtime/scheduler.h"
 #include "testing/checkpoints.h"
 

@@ -18,8 +18,8 @@
 #include "cli/tensor_parallel_command.h"
 #include "kernels/ops.h"
 #include "model/forward.h"
+#include "model/kv_cache.h"
 #include "model/random_prompt.h"
-#include "runtime/kv_cache.h"
 
 namespace g4::cli {
 namespace {

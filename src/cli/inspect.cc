@@ -2,14 +2,14 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "base/mapped_file.h"
 #include "cli/cli_util.h"
 #include "cli/command.h"
 #include "model/arch/gemma4.h"
+#include "model/kv_cache.h"
 #include "model/plan.h"
+#include "model/rank_plan.h"
 #include "model/weights.h"
-#include "base/mapped_file.h"
-#include "parallel/rank_plan.h"
-#include "runtime/kv_cache.h"
 #include "tokenizer/chat_gemma4.h"
 
 namespace g4::cli {

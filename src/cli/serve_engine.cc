@@ -2,8 +2,8 @@
 
 #include "io/pack.h"
 #include "kernels/weight_matrix.h"
+#include "model/communicator.h"
 #include "model/forward.h"
-#include "parallel/communicator.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/tp_serve.h"
 #include "server/log.h"

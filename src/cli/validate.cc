@@ -24,7 +24,7 @@
 #include "model/arch/gemma4.h"
 #include "model/forward.h"
 #include "model/random_prompt.h"
-#include "parallel/rank_plan.h"
+#include "model/rank_plan.h"
 #include "reference/reference.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"

@@ -10,10 +10,10 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "model/communicator.h"
+#include "model/kv_cache.h"
 #include "model/plan.h"
 #include "model/weights.h"
-#include "parallel/communicator.h"
-#include "runtime/kv_cache.h"
 
 namespace g4 {
 
@@ -50,7 +50,7 @@ class Model {
   // packed (model/packed_model.h).
   static Result<std::unique_ptr<Model>> Load(const std::string& dir, const ModelOptions& options = {});
   // Loads the share of DIR that `plan` describes (tensor parallel: one rank's plan from
-  // parallel/rank_plan.h, `full` the unsharded plan its tensors are checked against).
+  // model/rank_plan.h, `full` the unsharded plan its tensors are checked against).
   static Result<std::unique_ptr<Model>> LoadShare(const std::string& dir, const ModelPlan& full,
                                                   ModelPlan plan, const ModelOptions& options = {});
   // Rank `rank` of a packed artifact, which must have been packed with `g4 pack --tp tp` and the

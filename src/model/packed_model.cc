@@ -9,7 +9,7 @@
 
 #include "model/arch/gemma4.h"
 #include "model/forward.h"
-#include "parallel/rank_plan.h"
+#include "model/rank_plan.h"
 
 namespace g4 {
 

@@ -6,7 +6,7 @@
 //   rank<r>/plan                 rank r's layer plan as JSON (PlanToJson); on load it must equal
 //   the
 //                                plan this g4 derives from file/config.json (and, for tp > 1, the
-//                                rank plan of parallel/rank_plan.h), so an artifact built by a g4
+//                                rank plan of model/rank_plan.h), so an artifact built by a g4
 //                                that derived a different plan is refused, not misread
 //   rank<r>/<tensor>             every matrix exactly as rank r's kernels read it (WeightMatrix
 //                                bytes of its type: bf16/f32/q8/q4; for tp > 1 only the rank's

@@ -14,7 +14,7 @@ namespace g4 {
 
 enum class AttentionKind { kSliding, kFull };
 
-// Where the tied LM head lives under tensor parallelism (parallel/rank_plan.h).
+// Where the tied LM head lives under tensor parallelism (model/rank_plan.h).
 enum class LmHeadPlacement {
   kSplitVocab,  // rank r holds a contiguous block of vocabulary rows; logits are all-gathered
   kRank0,       // rank 0 holds every row and broadcasts the logits; the other ranks hold none
@@ -59,7 +59,7 @@ struct ModelPlan {
   double rms_norm_eps = 1e-6;
   std::vector<int> kv_owners;  // layer indices that own a cache, in order of kv_slot
 
-  // Tensor parallelism (parallel/rank_plan.h): this plan is rank tp_rank's share of tp_size.
+  // Tensor parallelism (model/rank_plan.h): this plan is rank tp_rank's share of tp_size.
   // Layer fields above are then the rank's heads and widths; `vocab` stays the full vocabulary
   // (token ids and gathered logits), the LM head rows held here are [lm_head_begin, lm_head_end).
   int tp_rank = 0;

@@ -81,7 +81,7 @@ struct LoadOptions {
 Result<std::unique_ptr<ModelWeights>> LoadWeights(const ModelPlan& plan, const std::string& dir,
                                                   const LoadOptions& options = {});
 
-// Tensor parallel: binds only the slices `rank` (a plan from parallel/rank_plan.h) holds, read
+// Tensor parallel: binds only the slices `rank` (a plan from model/rank_plan.h) holds, read
 // straight from the mapped checkpoint, whose shapes are checked against `full`: q_proj rows and
 // o_proj columns of its query heads, k/v rows of its KV heads (all of them when replicated),
 // gate/up rows and down columns of its MLP block, the LM head's vocabulary rows. No rank copies

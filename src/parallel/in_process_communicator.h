@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "parallel/communicator.h"
+#include "model/communicator.h"
 
 namespace g4 {
 

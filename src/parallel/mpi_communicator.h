@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "base/status.h"
-#include "parallel/communicator.h"
+#include "model/communicator.h"
 
 namespace g4 {
 

@@ -13,9 +13,9 @@
 #include <string>
 
 #include "base/status.h"
+#include "model/communicator.h"
 #include "model/forward.h"
-#include "parallel/communicator.h"
-#include "parallel/rank_plan.h"
+#include "model/rank_plan.h"
 
 namespace g4 {
 

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <type_traits>
 
+#include "model/kv_cache.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/tensor_parallel.h"
-#include "runtime/kv_cache.h"
 
 namespace g4 {
 

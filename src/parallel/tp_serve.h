@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "base/status.h"
+#include "model/communicator.h"
 #include "model/forward.h"
-#include "parallel/communicator.h"
 #include "parallel/in_process_communicator.h"
 #include "runtime/scheduler.h"
 

@@ -8,7 +8,7 @@
 
 #include "base/status.h"
 #include "model/forward.h"
-#include "runtime/kv_cache.h"
+#include "model/kv_cache.h"
 #include "runtime/sampler.h"
 
 namespace g4 {

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "model/forward.h"
-#include "runtime/kv_cache.h"
+#include "model/kv_cache.h"
 #include "runtime/sampler.h"
 
 namespace g4 {

@@ -1,4 +1,4 @@
-#include "parallel/rank_plan.h"
+#include "model/rank_plan.h"
 
 #include <numeric>
 

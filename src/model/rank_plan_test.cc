@@ -1,7 +1,7 @@
 // The rank plan on the real E2B / E4B / 12B configs: every layer kind, every supported rank
 // count, and the one invariant that matters: each rank's query head reads the KV head that the
 // unsharded model's query head reads.
-#include "parallel/rank_plan.h"
+#include "model/rank_plan.h"
 
 #include <gtest/gtest.h>
 
