@@ -7,13 +7,14 @@
 
 #include "fuzz_util.h"
 #include "model/arch/gemma4.h"
+#include "model/architecture.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto [config, generation] =
       g4::fuzz::SplitInput(std::string_view(reinterpret_cast<const char*>(data), size), "\n---\n");
   auto cfg = g4::ParseGemma4Config(std::string(config), std::string(generation), "fuzz");
   if (!cfg.ok()) return 0;
-  auto plan = g4::BuildGemma4Plan(*cfg);
+  auto plan = g4::PlanFromConfig(*cfg);
   if (!plan.ok()) return 0;
   const g4::ModelPlan& p = *plan;
   if (static_cast<int>(p.layers.size()) != cfg->num_hidden_layers) std::abort();

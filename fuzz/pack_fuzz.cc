@@ -1,5 +1,5 @@
 // Fuzzes the packed-artifact reader (io/pack.h: PackFile::Open, Verify, ReadText) and loading a
-// model from an artifact (model/packed_model.h: LoadPackedModel via Model::Load, then one Forward).
+// model from an artifact (model/pack_reader.h: LoadPackedModel via LoadModel, then one Forward).
 //
 // Input: one knob byte, then the artifact. The header and table carry XXH64 checksums that a
 // mutation almost never keeps right, so without help every input would stop at "damaged".
@@ -27,8 +27,10 @@
 #include "fuzz_util.h"
 #include "io/pack.h"
 #include "model/forward.h"
+#include "model/loader.h"
 #include "model/kv_cache.h"
-#include "model/packed_model.h"
+#include "model/pack_reader.h"
+#include "model/pack_writer.h"
 #include "model/synth.h"
 
 namespace {
@@ -86,7 +88,7 @@ void CheckOpened(const g4::PackFile& pack) {
 void LoadAndRun(const std::string& path) {
   g4::ModelOptions options;
   options.threads = 1;
-  auto model = g4::Model::Load(path, options);
+  auto model = g4::LoadModel(path, options);
   if (!model.ok()) {
     Check(!model.status().message().empty(), "a failed load says why");
     return;

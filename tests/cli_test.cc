@@ -11,7 +11,9 @@
 #include "base/mapped_file.h"
 #include "io/npy.h"
 #include "model/arch/gemma4.h"
+#include "model/architecture.h"
 #include "model/forward.h"
+#include "model/loader.h"
 #include "model/synth.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
@@ -37,7 +39,7 @@ TEST(Cli, RunJsonMatchesTheLibraryAndLogitsWritesNpy) {
   ASSERT_EQ(ids.size(), 12u);
   EXPECT_TRUE(j["text"].is_string());
 
-  auto model = Model::Load(dir);
+  auto model = LoadModel(dir);
   ASSERT_TRUE(model.ok());
   KvCache cache((*model)->plan(), 64, 16);
   GenerateOptions options;

@@ -8,6 +8,7 @@
 
 #include "kernels/ops.h"
 #include "model/forward.h"
+#include "model/loader.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "testing/run_g4.h"
@@ -21,7 +22,7 @@ std::string DefaultModelDir() { return AssetsDir() + "/models/default"; }
 class DefaultModel : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto m = Model::Load(DefaultModelDir(), ModelOptions{.threads = 1});
+    auto m = LoadModel(DefaultModelDir(), ModelOptions{.threads = 1});
     if (m.ok()) model_ = std::move(m).value().release();
     auto t = LoadModelTokenizer(DefaultModelDir());
     if (t.ok()) tokenizer_ = std::move(t).value().release();

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "model/forward.h"
+#include "model/loader.h"
 #include "model/random_prompt.h"
 #include "reference/reference.h"
 #include "runtime/generate.h"
@@ -41,7 +42,7 @@ TEST_P(EngineVsReference, TeacherForcedLogitsAndGreedyTokens) {
   ASSERT_FALSE(dir.empty());
   auto ref = reference::ReferenceModel::Load(dir);
   ASSERT_TRUE(ref.ok()) << ref.status().message();
-  auto model = Model::Load(dir);
+  auto model = LoadModel(dir);
   ASSERT_TRUE(model.ok()) << model.status().message();
   const ModelPlan& plan = (*model)->plan();
   int window = 0;
@@ -91,7 +92,7 @@ TEST_P(EngineVsReference, TeacherForcedLogitsAndGreedyTokens) {
 
 TEST_P(EngineVsReference, PrefillChunksEqualTokenByTokenDecode) {
   const std::string dir = TinyCheckpoint(GetParam(), {.vocab = 512});
-  auto model = Model::Load(dir);
+  auto model = LoadModel(dir);
   ASSERT_TRUE(model.ok()) << model.status().message();
   int window = 0;
   for (const auto& l : (*model)->plan().layers) window = std::max(window, l.window);
@@ -109,7 +110,7 @@ TEST_P(EngineVsReference, ShardedAndPerLayerConfigCopiesAgree) {
   const std::string per_layer =
       TinyCheckpoint(GetParam(), {.vocab = 512, .config_form = SynthConfigForm::kPerLayer});
   const std::vector<int> prompt = RandomPromptIds(40, 512, 3);
-  auto a = Model::Load(base), b = Model::Load(sharded), c = Model::Load(per_layer);
+  auto a = LoadModel(base), b = LoadModel(sharded), c = LoadModel(per_layer);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   const auto la = EngineLogits(**a, prompt, 8);
   EXPECT_EQ(MaxAbsDiff(la, EngineLogits(**b, prompt, 8)), 0.0);
@@ -123,7 +124,7 @@ TEST_P(EngineVsReference, ShardedAndPerLayerConfigCopiesAgree) {
 
 TEST_P(EngineVsReference, BatchedRowsOfTwoSequencesEqualSeparateRuns) {
   const std::string dir = TinyCheckpoint(GetParam(), {.vocab = 512});
-  auto model = Model::Load(dir);
+  auto model = LoadModel(dir);
   ASSERT_TRUE(model.ok());
   const ModelPlan& plan = (*model)->plan();
   const std::vector<int> p1 = RandomPromptIds(30, 512, 21), p2 = RandomPromptIds(19, 512, 22);
@@ -156,7 +157,7 @@ TEST_P(EngineVsReference, BatchedRowsOfTwoSequencesEqualSeparateRuns) {
 
 TEST_P(EngineVsReference, LayerScalarMatters) {
   const std::string dir = TinyCheckpoint(GetParam(), {.vocab = 512});
-  auto model = Model::Load(dir);
+  auto model = LoadModel(dir);
   ASSERT_TRUE(model.ok());
   const std::vector<int> prompt = RandomPromptIds(12, 512, 5);
   const auto with = EngineLogits(**model, prompt, 4);
@@ -175,7 +176,7 @@ TEST(EngineLoad, BrokenCheckpointsGiveNamedErrors) {
   {
     const std::string d = TestTempDir("no_layer_scalar");
     ASSERT_TRUE(RewriteCheckpoint(dir, d, [&](TensorToWrite& t) { return t.name != scalar; }).ok());
-    auto m = Model::Load(d);
+    auto m = LoadModel(d);
     ASSERT_FALSE(m.ok());
     EXPECT_NE(m.status().message().find("missing tensor " + scalar), std::string::npos) << m.status().message();
   }
@@ -185,7 +186,7 @@ TEST(EngineLoad, BrokenCheckpointsGiveNamedErrors) {
                   if (t.name == q) std::swap(t.shape[0], t.shape[1]);
                   return true;
                 }).ok());
-    auto m = Model::Load(d);
+    auto m = LoadModel(d);
     ASSERT_FALSE(m.ok());
     EXPECT_NE(m.status().message().find(q), std::string::npos) << m.status().message();
     EXPECT_NE(m.status().message().find("expected"), std::string::npos) << m.status().message();
@@ -194,12 +195,12 @@ TEST(EngineLoad, BrokenCheckpointsGiveNamedErrors) {
     const std::string d = TestTempDir("truncated");
     ASSERT_TRUE(CopyCheckpoint(dir, d).ok());
     ASSERT_EQ(::truncate((d + "/model.safetensors").c_str(), 100000), 0);
-    auto m = Model::Load(d);
+    auto m = LoadModel(d);
     ASSERT_FALSE(m.ok());
     EXPECT_NE(m.status().message().find("truncated"), std::string::npos) << m.status().message();
   }
   {
-    auto m = Model::Load(TestTempDir("empty"));
+    auto m = LoadModel(TestTempDir("empty"));
     ASSERT_FALSE(m.ok());
     EXPECT_NE(m.status().message().find("config.json"), std::string::npos);
   }
@@ -208,7 +209,7 @@ TEST(EngineLoad, BrokenCheckpointsGiveNamedErrors) {
 // Shared layers never read their own stored K/V: perturbing them changes nothing.
 TEST(EngineLoad, SharedLayersIgnoreTheirStoredKv) {
   const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
-  auto model = Model::Load(dir);
+  auto model = LoadModel(dir);
   ASSERT_TRUE(model.ok());
   const ModelPlan& plan = (*model)->plan();
   ASSERT_LT(plan.first_kv_shared, plan.n_layers());
@@ -222,7 +223,7 @@ TEST(EngineLoad, SharedLayersIgnoreTheirStoredKv) {
                   }
                 return false;
               }).ok());
-  auto perturbed = Model::Load(d);
+  auto perturbed = LoadModel(d);
   ASSERT_TRUE(perturbed.ok());
   const std::vector<int> prompt = RandomPromptIds(20, 512, 9);
   EXPECT_EQ(MaxAbsDiff(EngineLogits(**model, prompt, 5), EngineLogits(**perturbed, prompt, 5)), 0.0);
@@ -236,7 +237,7 @@ namespace {
 
 // Malformed batches are refused before any cache is written, whatever the order of the rows.
 TEST(EngineForward, RefusesMalformedBatchesAndLeavesCachesUntouched) {
-  auto model = Model::Load(TinyCheckpoint("e2b", {.vocab = 512}));
+  auto model = LoadModel(TinyCheckpoint("e2b", {.vocab = 512}));
   ASSERT_TRUE(model.ok()) << model.status().message();
   const ModelPlan& plan = (*model)->plan();
   KvCache a(plan, 16, 4), b(plan, 16, 4);

@@ -21,6 +21,7 @@
 #include "base/mapped_file.h"
 #include "io/safetensors.h"
 #include "model/forward.h"
+#include "model/loader.h"
 #include "model/kv_cache.h"
 #include "model/synth.h"
 #include "testing/checkpoints.h"
@@ -72,7 +73,7 @@ TEST(FaultInjection, CheckpointTruncatedMidTensorIsAnErrorNamingTheTensor) {
   EXPECT_NE(reopened.status().message().find(last_name), std::string::npos)
       << reopened.status().message();
   EXPECT_NE(reopened.status().message().find("truncated"), std::string::npos);
-  auto model = Model::Load(dir);
+  auto model = LoadModel(dir);
   ASSERT_FALSE(model.ok());
   EXPECT_NE(model.status().message().find("model.safetensors"), std::string::npos)
       << model.status().message();
@@ -86,7 +87,7 @@ TEST(FaultInjection, MissingShardIsAnErrorNamingTheShard) {
     if (e.path().filename().string().find("-of-") != std::string::npos) shard = e.path().filename();
   ASSERT_FALSE(shard.empty());
   fs::remove(fs::path(dir) / shard);
-  auto model = Model::Load(dir);
+  auto model = LoadModel(dir);
   ASSERT_FALSE(model.ok());
   EXPECT_NE(model.status().message().find(shard), std::string::npos) << model.status().message();
 }
@@ -97,7 +98,7 @@ TEST(FaultInjection, MissingShardIsAnErrorNamingTheShard) {
 TEST(FaultInjection, CheckpointTruncatedWhileMappedFailsTheRequestNotTheProcess) {
   std::string dir = BreakableCheckpoint("rewritten");
   ASSERT_FALSE(dir.empty());
-  auto model = Model::Load(dir);
+  auto model = LoadModel(dir);
   ASSERT_TRUE(model.ok()) << model.status().message();
   auto before = NextToken(**model, {2, 10, 20});
   ASSERT_TRUE(before.ok()) << before.status().message();
@@ -131,7 +132,7 @@ TEST(FaultInjection, CheckpointTruncatedWhileMappedFailsTheRequestNotTheProcess)
 TEST(FaultInjection, CheckpointReplacedByRenameIsDetected) {
   std::string dir = BreakableCheckpoint("replaced");
   ASSERT_FALSE(dir.empty());
-  auto model = Model::Load(dir);
+  auto model = LoadModel(dir);
   ASSERT_TRUE(model.ok()) << model.status().message();
   const std::string file = dir + "/model.safetensors";
   fs::copy_file(file, file + ".new");

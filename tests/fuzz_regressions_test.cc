@@ -12,7 +12,9 @@
 #include "base/hash.h"
 #include "io/pack.h"
 #include "model/arch/gemma4.h"
-#include "model/packed_model.h"
+#include "model/architecture.h"
+#include "model/pack_reader.h"
+#include "model/pack_writer.h"
 #include "testing/checkpoints.h"
 #include "tokenizer/chat_gemma4.h"
 
@@ -56,7 +58,7 @@ json TinyTextConfig() {
 Status PlanStatus(const json& config, const std::string& generation = "") {
   auto cfg = ParseGemma4Config(config.dump(), generation, "fuzz");
   if (!cfg.ok()) return cfg.status();
-  auto plan = BuildGemma4Plan(*cfg);
+  auto plan = PlanFromConfig(*cfg);
   return plan.ok() ? OkStatus() : plan.status();
 }
 
@@ -200,7 +202,7 @@ TEST(FuzzRegression, PackTableRangeCannotWrap) {
 }
 
 // Found by review while writing pack_fuzz: artifact and section meta were read with
-// json::value(), which throws on a type mismatch (an uncaught exception out of Model::Load) and
+// json::value(), which throws on a type mismatch (an uncaught exception out of LoadModel) and
 // converts out-of-range numbers with undefined behaviour. Each is now a load error.
 TEST(FuzzRegression, PackMetaOfTheWrongTypeIsALoadError) {
   const std::string src = TinyCheckpoint("e2b", {.vocab = 512});

@@ -14,7 +14,9 @@
 #include "io/pack.h"
 #include "io/safetensors.h"
 #include "model/forward.h"
-#include "model/packed_model.h"
+#include "model/loader.h"
+#include "model/pack_reader.h"
+#include "model/pack_writer.h"
 #include "runtime/generate.h"
 #include "testing/checkpoints.h"
 
@@ -55,7 +57,7 @@ std::vector<float> Logits(const std::string& model_path, WeightType quant, const
   ModelOptions options;
   options.threads = 2;
   options.load.quant = quant;
-  auto model = Model::Load(model_path, options);
+  auto model = LoadModel(model_path, options);
   EXPECT_TRUE(model.ok()) << model.status().message();
   if (!model.ok()) return {};
   KvCache cache((*model)->plan(), static_cast<int>(ids.size()), 8);
@@ -129,7 +131,7 @@ TEST(PackLoad, EveryMatrixIsCopiedOutOfTheMapping) {
     ASSERT_TRUE(PackModel(dir, out, options).ok());
     ModelOptions mo;
     mo.threads = 2;
-    auto model = Model::Load(out, mo);
+    auto model = LoadModel(out, mo);
     ASSERT_TRUE(model.ok()) << model.status().message();
     const auto ranges = MappingsOf(out);
     auto mapped = [&](const void* p) {

@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "model/forward.h"
+#include "model/loader.h"
 #include "model/random_prompt.h"
 #include "reference/reference.h"
 #include "runtime/generate.h"
@@ -79,7 +80,7 @@ TEST_P(QuantVsReference, TopOneAgreementAndKl) {
     ModelOptions options;
     options.threads = 2;
     ASSERT_TRUE(ParseWeightType(b.quant, &options.load.quant));
-    auto model = Model::Load(dir, options);
+    auto model = LoadModel(dir, options);
     ASSERT_TRUE(model.ok()) << model.status().message();
     KvCache cache((*model)->plan(), static_cast<int>(ids.size()), 16);
     Activations act;

@@ -10,6 +10,7 @@
 
 #include "io/safetensors.h"
 #include "model/arch/gemma4.h"
+#include "model/architecture.h"
 #include "reference/reference.h"
 #include "testing/checkpoints.h"
 #include "testing/compare.h"
@@ -39,7 +40,7 @@ TEST(Synth, TinyPresetsLoadThroughTensorStoreWithTheRealLayout) {
     ASSERT_TRUE(store.ok()) << store.status().message();
     auto cfg = LoadModelConfig(dir);
     ASSERT_TRUE(cfg.ok()) << cfg.status().message();
-    auto plan = BuildGemma4Plan(*cfg);
+    auto plan = PlanFromConfig(*cfg);
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     EXPECT_EQ(cfg->eos_token_ids, (std::vector<int>{1, 106, 50}));
     const std::string p = "model.language_model.";

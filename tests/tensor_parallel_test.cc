@@ -16,8 +16,11 @@
 #include "io/npy.h"
 #include "io/pack.h"
 #include "model/arch/gemma4.h"
+#include "model/architecture.h"
 #include "model/forward.h"
-#include "model/packed_model.h"
+#include "model/loader.h"
+#include "model/pack_reader.h"
+#include "model/pack_writer.h"
 #include "model/random_prompt.h"
 #include "model/rank_plan.h"
 #include "parallel/in_process_communicator.h"
@@ -62,7 +65,7 @@ Outputs RunRanks(const std::string& dir, int tp, const std::vector<int>& prompt,
                  const RankPlanOptions& rank_options = {}) {
   ModelOptions options;
   options.threads = 1;  // one thread per rank
-  if (!load) load = [&](Communicator* comm) { return LoadRankModel(dir, options, comm, rank_options); };
+  if (!load) load = [&](Communicator* comm) { return LoadModel(dir, options.OnRanks(comm, rank_options.lm_head)); };
   Outputs rank0;
   std::mutex mu;
   std::vector<Outputs> all(tp);
@@ -104,8 +107,7 @@ TEST_P(TensorParallel, SameTokensAndLogitsAsOneRank) {
   const std::vector<int> prompt = PromptFor(dir);
   const Outputs one = RunRanks(dir, 1, prompt);
   ASSERT_EQ(one.tokens.size(), static_cast<size_t>(kNewTokens));
-  auto config = LoadModelConfig(dir);
-  auto full = BuildGemma4Plan(*config);
+  auto full = LoadModelPlan(dir);
   ASSERT_TRUE(full.ok());
   for (int tp : {2, 4}) {
     if (!CheckTensorParallel(*full, tp).ok()) continue;
@@ -142,7 +144,7 @@ TEST_P(TensorParallel, LmHeadOnRankZeroAgreesAtQ8) {
       ModelOptions options;
       options.threads = 1;
       options.load.quant = WeightType::kQ8;
-      return LoadRankModel(dir, options, comm, {.lm_head = placement});
+      return LoadModel(dir, options.OnRanks(comm, placement));
     };
   };
   const Outputs split = RunRanks(dir, 2, prompt, load(LmHeadPlacement::kSplitVocab));
@@ -155,15 +157,14 @@ TEST_P(TensorParallel, LmHeadOnRankZeroAgreesAtQ8) {
 // split parts really are split.
 TEST_P(TensorParallel, RankMemoryMatchesWhatIsLoaded) {
   const std::string dir = TinyCheckpoint(GetParam(), {.vocab = kVocab});
-  auto config = LoadModelConfig(dir);
-  auto full = BuildGemma4Plan(*config);
+  auto full = LoadModelPlan(dir);
   ASSERT_TRUE(full.ok());
   int64_t one = 0;
   for (int tp : {1, 2}) {
     for (int r = 0; r < tp; ++r) {
       auto plan = BuildRankPlan(*full, r, tp);
       ASSERT_TRUE(plan.ok());
-      auto model = Model::LoadShare(dir, *full, *plan, {.threads = 1});
+      auto model = LoadModel(dir, {.threads = 1, .rank = r, .tp = tp});
       ASSERT_TRUE(model.ok()) << model.status().message();
       EXPECT_EQ((*model)->weights().resident_bytes, EstimateRankMemory(*plan).matrix_bytes) << "rank " << r;
       KvCache cache(*plan, 100, 8);
@@ -198,15 +199,17 @@ ModelPlan NaiveRankPlan(const ModelPlan& full, int rank, int tp) {
 TEST(TensorParallelRule, NaiveGroupSplitChangesTheOutputOnE4B) {
   const std::string dir = TinyCheckpoint("e4b", {.vocab = kVocab});
   const std::vector<int> prompt = PromptFor(dir);
-  auto config = LoadModelConfig(dir);
-  auto full = BuildGemma4Plan(*config);
+  auto full = LoadModelPlan(dir);
   ASSERT_TRUE(full.ok());
   ASSERT_EQ(full->layers[0].n_heads_q, 8);
   ASSERT_EQ(full->layers[0].n_heads_kv, 2);
   const Outputs one = RunRanks(dir, 1, prompt);
   const Outputs real = RunRanks(dir, 2, prompt);
   const Outputs naive = RunRanks(dir, 2, prompt, [&](Communicator* comm) -> Result<std::unique_ptr<Model>> {
-    G4_ASSIGN_OR_RETURN(auto model, Model::LoadShare(dir, *full, NaiveRankPlan(*full, comm->rank(), 2), {.threads = 1}));
+    // A deliberately wrong rank plan: bound and built by hand, as LoadModel never would.
+    const ModelPlan naive = NaiveRankPlan(*full, comm->rank(), 2);
+    G4_ASSIGN_OR_RETURN(auto weights, LoadRankWeights(*full, naive, dir, {.threads = 1}));
+    auto model = std::make_unique<Model>(dir, naive, std::move(weights), 1);
     model->set_communicator(comm);
     return model;
   });
@@ -222,8 +225,7 @@ TEST(TensorParallelRule, NaiveGroupSplitChangesTheOutputOnE4B) {
 // global layers replicate their single K=V head. Both branches run in SameTokensAndLogitsAsOneRank.
 TEST(TensorParallelRule, TwelveBHasShardedAndReplicatedLayers) {
   const std::string dir = TinyCheckpoint("12b", {.vocab = kVocab});
-  auto config = LoadModelConfig(dir);
-  auto full = BuildGemma4Plan(*config);
+  auto full = LoadModelPlan(dir);
   ASSERT_TRUE(full.ok());
   for (int tp : {2, 4}) {
     auto plan = BuildRankPlan(*full, 1, tp);
@@ -245,7 +247,7 @@ TEST(TensorParallelRule, TwelveBHasShardedAndReplicatedLayers) {
 TEST(TensorParallelRule, UnsupportedRankCountIsAnErrorOnEveryRank) {
   const std::string dir = TinyCheckpoint("e2b", {.vocab = kVocab});
   Status st = RunTensorParallel(3, [&](Communicator* comm) -> Status {
-    return LoadRankModel(dir, {.threads = 1}, comm).status();
+    return LoadModel(dir, ModelOptions{.threads = 1}.OnRanks(comm)).status();
   });
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("query heads"), std::string::npos) << st.message();
@@ -296,7 +298,7 @@ Loader CheckpointAt(const std::string& dir, WeightType quant) {
     ModelOptions options;
     options.threads = 1;
     options.load.quant = quant;
-    return LoadRankModel(dir, options, comm);
+    return LoadModel(dir, options.OnRanks(comm));
   };
 }
 
@@ -379,7 +381,7 @@ TEST(PackedTensorParallelRefuses, RankCountMismatchNamesBothNumbers) {
   const std::string tp2 = PackTp(dir, "packed_tp2_mismatch", WeightType::kBF16, 2);
   for (int tp : {1, 4}) {
     Status st = RunTensorParallel(tp, [&](Communicator* comm) -> Status {
-      return LoadRankModel(tp2, {.threads = 1}, comm).status();
+      return LoadModel(tp2, ModelOptions{.threads = 1}.OnRanks(comm)).status();
     });
     ASSERT_FALSE(st.ok()) << "tp " << tp;
     EXPECT_NE(st.message().find("packed with --tp 2"), std::string::npos) << st.message();
@@ -388,13 +390,13 @@ TEST(PackedTensorParallelRefuses, RankCountMismatchNamesBothNumbers) {
   }
   const std::string tp1 = PackTp(dir, "packed_tp1_mismatch", WeightType::kBF16, 1);
   Status st = RunTensorParallel(2, [&](Communicator* comm) -> Status {
-    return LoadRankModel(tp1, {.threads = 1}, comm).status();
+    return LoadModel(tp1, ModelOptions{.threads = 1}.OnRanks(comm)).status();
   });
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("packed with --tp 1"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("runs --tp 2"), std::string::npos) << st.message();
   // A --tp 1 artifact still loads as before.
-  EXPECT_TRUE(Model::Load(tp1, {.threads = 1}).ok());
+  EXPECT_TRUE(LoadModel(tp1, {.threads = 1}).ok());
 }
 
 // --- Over MPI: `mpirun -np 2 g4 ...` against in-process TP=1. ------------------------------------

@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "model/arch/gemma4.h"
+#include "model/architecture.h"
 #include "model/rank_plan.h"
 #include "runtime/scheduler.h"
 #include "testing/checkpoints.h"
@@ -158,14 +159,14 @@ TEST_P(TensorParallelServe, SchedulerOverRanksMatchesOneRank) {
 
   ModelOptions mo;
   mo.threads = 1;
-  auto one_model = Model::Load(dir, mo);
+  auto one_model = LoadModel(dir, mo);
   ASSERT_TRUE(one_model.ok()) << one_model.status().message();
   const std::vector<Seq> one = Serve(**one_model, nullptr, 3, make);
   ASSERT_EQ(one.size(), 6u);
   // The rewind path really ran: the extended prompt reused the first prompt's cache.
   EXPECT_GE(one[2].result.cached_tokens, long_len);
 
-  auto full = BuildGemma4Plan(*config);
+  auto full = PlanFromConfig(*config);
   ASSERT_TRUE(full.ok());
   for (int tp : {2, 4}) {
     if (!CheckTensorParallel(*full, tp).ok()) continue;
@@ -197,8 +198,7 @@ INSTANTIATE_TEST_SUITE_P(Presets, TensorParallelServe, ::testing::Values("e2b", 
 // no follower thread is left waiting (the leader's destructor joins them).
 TEST(TensorParallelServeFailures, FailedLoadEndsEveryRank) {
   const std::string dir = TinyCheckpoint("e2b", {.vocab = kVocab});
-  auto config = LoadModelConfig(dir);
-  auto full = BuildGemma4Plan(*config);
+  auto full = LoadModelPlan(dir);
   ASSERT_TRUE(full.ok());
   int bad = 2;
   while (CheckTensorParallel(*full, bad).ok()) ++bad;

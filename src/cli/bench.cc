@@ -18,6 +18,7 @@
 #include "cli/tensor_parallel_command.h"
 #include "kernels/ops.h"
 #include "model/forward.h"
+#include "model/loader.h"
 #include "model/kv_cache.h"
 #include "model/random_prompt.h"
 
@@ -274,7 +275,7 @@ int RunBench(int argc, char** argv) {
   return RunTensorParallelCommand("bench", f.tp, [&](Communicator* comm) -> Status {
     const Stopwatch load_timer;
     const std::string& model_dir = f.model_dir;
-    G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> loaded, LoadRankModel(model_dir, options, comm));
+    G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> loaded, LoadModel(model_dir, options.OnRanks(comm)));
     BenchFacts rank_facts = facts;
     rank_facts.load_s = load_timer.Seconds();
     return BenchModel(f, *loaded, comm, rank_facts);

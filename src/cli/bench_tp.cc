@@ -15,6 +15,7 @@
 #include "cli/tensor_parallel_command.h"
 #include "kernels/ops.h"
 #include "model/forward.h"
+#include "model/loader.h"
 #include "model/random_prompt.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
@@ -57,7 +58,7 @@ int RunBenchTp(int argc, char** argv) {
     const int rc = RunTensorParallelCommand("bench-tp", tp, [&](Communicator* comm) -> Status {
       ModelOptions options;
       options.threads = threads;
-      G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadRankModel(model_dir, options, comm, rank_options));
+      G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(model_dir, options.OnRanks(comm, rank_options.lm_head)));
       const ModelPlan& plan = model->plan();
       const std::vector<int> prompt = RandomPromptIds(prompt_len, plan.vocab, 1);
       double best_prefill = 1e30, best_decode = 1e30, prefill_comm = 0, decode_comm = 0, decode_cpu = 0;

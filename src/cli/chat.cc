@@ -13,6 +13,7 @@
 #include "cli/sampling_flags.h"
 #include "io/pack.h"
 #include "model/forward.h"
+#include "model/loader.h"
 #include "runtime/generate.h"
 #include "tokenizer/chat_gemma4.h"
 #include "tokenizer/tokenizer.h"
@@ -98,7 +99,7 @@ int RunChat(int argc, char** argv) {
   if (!tokenizer.ok()) return Fail("chat", tokenizer.status());
   ModelOptions options;
   options.threads = threads;
-  auto model = Model::Load(model_dir, options);
+  auto model = LoadModel(model_dir, options);
   if (!model.ok()) return Fail("chat", model.status());
   const ModelPlan& plan = (*model)->plan();
   if (plan.config.max_position_embeddings > 0) ctx = std::min(ctx, plan.config.max_position_embeddings);

@@ -18,7 +18,10 @@
 #include "io/pack.h"
 #include "io/safetensors.h"
 #include "model/arch/gemma4.h"
+#include "model/architecture.h"
+#include "model/tensor_table.h"
 #include "model/forward.h"
+#include "model/loader.h"
 #include "model/random_prompt.h"
 #include "reference/reference.h"
 #include "runtime/generate.h"
@@ -117,46 +120,6 @@ void CheckTokenizer(const std::string& dir, const ModelPlan* plan, Report& r) {
 
 // --- tensors -----------------------------------------------------------------------------------
 
-struct Expected {
-  std::string name;  // relative to the text prefix
-  std::vector<int64_t> shape;
-  bool used = true;  // false: stored but unused (shared layers' K/V), checked only if present
-};
-
-std::vector<Expected> ExpectedTensors(const ModelPlan& plan) {
-  const int64_t H = plan.hidden, V = plan.vocab, L = plan.n_layers(), P = plan.ple_dim;
-  std::vector<Expected> e = {{"embed_tokens.weight", {V, H}}, {"norm.weight", {H}}};
-  if (P > 0) {
-    e.push_back({"embed_tokens_per_layer.weight", {V, L * P}});
-    e.push_back({"per_layer_model_projection.weight", {L * P, H}});
-    e.push_back({"per_layer_projection_norm.weight", {P}});
-  }
-  for (int i = 0; i < L; ++i) {
-    const LayerPlan& lp = plan.layers[i];
-    auto n = [&](const char* s) { return LayerTensorName(i, s); };
-    for (const char* norm : {"input_layernorm.weight", "post_attention_layernorm.weight",
-                             "pre_feedforward_layernorm.weight", "post_feedforward_layernorm.weight"})
-      e.push_back({n(norm), {H}});
-    e.push_back({n("self_attn.q_proj.weight"), {lp.q_dim(), H}});
-    e.push_back({n("self_attn.q_norm.weight"), {lp.head_dim}});
-    e.push_back({n("self_attn.o_proj.weight"), {H, lp.q_dim()}});
-    const bool owner = lp.owns_kv();
-    e.push_back({n("self_attn.k_proj.weight"), {lp.kv_dim(), H}, owner});
-    e.push_back({n("self_attn.k_norm.weight"), {lp.head_dim}, owner});
-    if (!lp.k_eq_v) e.push_back({n("self_attn.v_proj.weight"), {lp.kv_dim(), H}, owner});
-    e.push_back({n("mlp.gate_proj.weight"), {lp.mlp_width, H}});
-    e.push_back({n("mlp.up_proj.weight"), {lp.mlp_width, H}});
-    e.push_back({n("mlp.down_proj.weight"), {H, lp.mlp_width}});
-    if (P > 0) {
-      e.push_back({n("per_layer_input_gate.weight"), {P, H}});
-      e.push_back({n("per_layer_projection.weight"), {H, P}});
-      e.push_back({n("post_per_layer_input_norm.weight"), {H}});
-    }
-    e.push_back({n("layer_scalar"), {1}});
-  }
-  return e;
-}
-
 std::string ShapeString(const std::vector<int64_t>& shape) {
   TensorView v;
   v.shape = shape;
@@ -238,14 +201,15 @@ bool CheckTensors(const std::string& dir, const ModelPlan& plan, Report& r) {
     r.Add(Level::kFail, "weights", "no embed_tokens.weight under model.language_model. or model.: not a Gemma-4 text checkpoint");
     return false;
   }
-  const std::vector<Expected> expected = ExpectedTensors(plan);
+  // Every tensor the architecture's table lists for this plan (model/tensor_table.h).
+  const std::vector<PlannedTensor> expected = PlanTensors(plan);
   std::vector<std::string> missing, wrong_shape, bad_dtype, missing_scalar;
   std::set<std::string> known;
   int64_t params = 0;
-  for (const Expected& e : expected) {
+  for (const PlannedTensor& e : expected) {
     known.insert(prefix + e.name);
     const TensorView* t = (*store)->Find(prefix + e.name);
-    const bool is_scalar = e.name.size() > 12 && e.name.compare(e.name.size() - 12, 12, "layer_scalar") == 0;
+    const bool is_scalar = e.spec->kind == TensorKind::kScalar;
     if (!t) {
       if (e.used) (is_scalar ? missing_scalar : missing).push_back(prefix + e.name);
       continue;
@@ -399,7 +363,7 @@ void CheckForward(const std::string& dir, const ModelPlan& plan, WeightType quan
   }
   ModelOptions options;
   options.load.quant = quant;
-  auto model = Model::Load(dir, options);
+  auto model = LoadModel(dir, options);
   if (!model.ok()) {
     r.Add(Level::kFail, "forward", Str("the engine cannot load the checkpoint: ", model.status().message()));
     return;
@@ -469,7 +433,6 @@ int RunDoctor(int argc, char** argv) {
   if (IsPackFile(model_dir)) {
     // An artifact: its checksums and plan check are the diagnosis (the loader runs them all). A
     // `g4 pack --tp N` artifact is loaded rank by rank, as `g4 run --tp N` would.
-    ModelOptions options;
     int packed_tp = 1;
     LmHeadPlacement lm_head = LmHeadPlacement::kSplitVocab;
     if (auto pack = PackFile::Open(model_dir); pack.ok()) {
@@ -479,9 +442,7 @@ int RunDoctor(int argc, char** argv) {
     }
     Status loaded;
     for (int rank = 0; rank < packed_tp && loaded.ok(); ++rank)
-      loaded = packed_tp == 1
-                   ? Model::Load(model_dir, options).status()
-                   : Model::LoadPacked(model_dir, options, rank, packed_tp, lm_head).status();
+      loaded = LoadModel(model_dir, {.rank = rank, .tp = packed_tp, .lm_head = lm_head}).status();
     if (!loaded.ok())
       r.Add(Level::kFail, "artifact", loaded.message());
     else
@@ -501,7 +462,7 @@ int RunDoctor(int argc, char** argv) {
     if (!config.ok()) {
       r.Add(Level::kFail, "config.json", config.status().message());
     } else {
-      plan = BuildGemma4Plan(*config);
+      plan = PlanFromConfig(*config);
       if (!plan.ok())
         r.Add(Level::kFail, "config.json", plan.status().message());
       else

@@ -5,7 +5,7 @@
 #include "base/mapped_file.h"
 #include "cli/cli_util.h"
 #include "cli/command.h"
-#include "model/arch/gemma4.h"
+#include "model/architecture.h"
 #include "model/kv_cache.h"
 #include "model/plan.h"
 #include "model/rank_plan.h"
@@ -64,9 +64,7 @@ int RunInspect(int argc, char** argv) {
   app.add_option("--tp", tp, "also show what each of N tensor-parallel ranks holds");
   CLI11_PARSE(app, argc, argv);
 
-  auto config = LoadModelConfig(model_dir);
-  if (!config.ok()) return Fail("inspect", config.status());
-  auto plan = BuildGemma4Plan(*config);
+  auto plan = LoadModelPlan(model_dir);
   if (!plan.ok()) return Fail("inspect", plan.status());
   // Unsupported rank counts fail up front, before any output.
   if (Status st = CheckTensorParallel(*plan, tp); !st.ok()) return Fail("inspect", st);

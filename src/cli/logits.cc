@@ -7,6 +7,7 @@
 #include "cli/tensor_parallel_command.h"
 #include "io/npy.h"
 #include "model/forward.h"
+#include "model/loader.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 
@@ -36,7 +37,7 @@ int RunLogits(int argc, char** argv) {
   ParseWeightType(quant, &options.load.quant);
   return RunTensorParallelCommand("logits", tp, [&](Communicator* comm) -> Status {
     const bool output_rank = IsOutputRank(comm);
-    G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadRankModel(model_dir, options, comm));
+    G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(model_dir, options.OnRanks(comm)));
     const ModelPlan& plan = model->plan();
     KvCache cache(plan, static_cast<int>(ids->size()), std::max(1, chunk));
     Activations act;

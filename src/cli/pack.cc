@@ -1,12 +1,12 @@
 // g4 pack: convert a Hugging Face checkpoint once into one artifact that loads by mapping
-// (io/pack.h, model/packed_model.h).
+// (io/pack.h, model/pack_writer.h).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 
 #include "cli/cli_util.h"
 #include "cli/command.h"
-#include "model/packed_model.h"
+#include "model/pack_writer.h"
 
 namespace g4::cli {
 namespace {

@@ -97,7 +97,7 @@ Result<ProbeResult> RunProbe(const std::string& model_path, WeightType quant, in
     // Every rank runs every call (the collectives pair up); rank 0 records the answers.
     const bool output_rank = IsOutputRank(comm);
     const Stopwatch load_timer;
-    G4_ASSIGN_OR_RETURN(auto model, LoadRankModel(model_path, options, comm));
+    G4_ASSIGN_OR_RETURN(auto model, LoadModel(model_path, options.OnRanks(comm)));
     const ModelPlan& plan = model->plan();
     if (output_rank) {
       out.load_seconds = load_timer.Seconds();

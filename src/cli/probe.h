@@ -28,7 +28,7 @@ struct ProbeResult {
 };
 
 // In this process. tp > 1: that many ranks as threads of this process, each loading its share
-// through LoadRankModel (an artifact's own rank sections), as `g4 run --tp` and the server's
+// through LoadModel (an artifact's own rank sections), as `g4 run --tp` and the server's
 // ranks do.
 Result<ProbeResult> RunProbe(const std::string& model_path, WeightType quant, int threads, int tp,
                              const ProbeRequest& req);

@@ -9,6 +9,7 @@
 #include "cli/sampling_flags.h"
 #include "cli/tensor_parallel_command.h"
 #include "model/forward.h"
+#include "model/loader.h"
 #include "runtime/generate.h"
 #include "tokenizer/chat_gemma4.h"
 #include "tokenizer/tokenizer.h"
@@ -67,7 +68,7 @@ int RunRun(int argc, char** argv) {
   return RunTensorParallelCommand("run", tp, [&](Communicator* comm) -> Status {
     // Every rank runs the same steps on its share; only rank 0 writes.
     const bool output_rank = IsOutputRank(comm);
-    G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadRankModel(model_dir, options, comm));
+    G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(model_dir, options.OnRanks(comm)));
     const ModelPlan& plan = model->plan();
     for (int id : *prompt)
       if (id >= plan.vocab) return Status::Errorf("token id ", id, " is outside the vocabulary of ", plan.vocab);

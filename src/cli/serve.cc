@@ -8,7 +8,7 @@
 
 #include "cli/command.h"
 #include "cli/serve_engine.h"
-#include "model/arch/gemma4.h"
+#include "model/architecture.h"
 #include "model/rank_plan.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/tensor_parallel.h"
@@ -41,7 +41,7 @@ int CheckBeforeServing(const ServeModelOptions& model, ServerOptions* o) {
   }
   o->context = context;
   if (model.tp > 1) {
-    auto plan = BuildGemma4Plan(*config);
+    auto plan = PlanFromConfig(*config);
     Status st = plan.ok() ? CheckTensorParallel(*plan, model.tp) : plan.status();
     if (!st.ok()) {
       std::fprintf(stderr, "g4 serve: %s\n", st.message().c_str());

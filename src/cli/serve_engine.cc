@@ -4,6 +4,7 @@
 #include "kernels/weight_matrix.h"
 #include "model/communicator.h"
 #include "model/forward.h"
+#include "model/loader.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/tp_serve.h"
 #include "server/log.h"
@@ -64,7 +65,7 @@ Result<std::unique_ptr<ServingEngine>> LoadServingEngine(const ServeModelOptions
     G4_ASSIGN_OR_RETURN(engine->tp_, TensorParallelLeader::Create(model.tp));
     G4_ASSIGN_OR_RETURN(engine->model_, engine->tp_->Load(model.model_dir, mo));
   } else {
-    G4_ASSIGN_OR_RETURN(engine->model_, Model::Load(model.model_dir, mo));
+    G4_ASSIGN_OR_RETURN(engine->model_, LoadModel(model.model_dir, mo));
   }
   // MODEL may be a directory or a `g4 pack` artifact: small files are read through io/pack.
   G4_ASSIGN_OR_RETURN(engine->tokenizer_, LoadModelTokenizer(model.model_dir));

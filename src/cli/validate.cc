@@ -21,8 +21,9 @@
 #include "cli/command.h"
 #include "cli/probe.h"
 #include "io/pack.h"
-#include "model/arch/gemma4.h"
+#include "model/architecture.h"
 #include "model/forward.h"
+#include "model/loader.h"
 #include "model/random_prompt.h"
 #include "model/rank_plan.h"
 #include "reference/reference.h"
@@ -79,7 +80,7 @@ Result<Oracle> EngineOracle(const std::string& dir, const ProbeRequest& req, int
   Oracle o;
   ModelOptions options;
   options.threads = threads;
-  G4_ASSIGN_OR_RETURN(auto model, Model::Load(dir, options));
+  G4_ASSIGN_OR_RETURN(auto model, LoadModel(dir, options));
   const ModelPlan& plan = model->plan();
   const int V = plan.vocab;
   const float softcap = static_cast<float>(plan.softcap);
@@ -405,9 +406,7 @@ int RunValidate(int argc, char** argv) {
   if (Status st = CheckTarget(f, &quant); !st.ok()) return Fail("validate", st);
   const std::string target = f.artifact.empty() ? f.model_dir : f.artifact;
 
-  auto config = LoadModelConfig(f.model_dir);
-  if (!config.ok()) return Fail("validate", config.status());
-  auto plan = BuildGemma4Plan(*config);
+  auto plan = LoadModelPlan(f.model_dir);
   if (!plan.ok()) return Fail("validate", plan.status());
   if (Status st = CheckTensorParallel(*plan, f.tp); !st.ok()) return Fail("validate", st);
   const int window = SlidingWindow(*plan);

@@ -10,7 +10,7 @@
 //             "bytes", "checksum": 16 hex digits (ChunkedChecksum, base/hash.h), "meta": {...}}]}.
 // The magic's "\r\n" catches a text-mode copy. The header and table are checked at Open (cheap);
 // section checksums are checked by Verify / VerifyAll (reads every byte, chunk-parallel).
-// This file knows nothing about models: model/packed_model.h decides what the sections hold.
+// This file knows nothing about models: model/pack_layout.h decides what the sections hold.
 #pragma once
 
 #include <cstdint>

@@ -11,8 +11,6 @@
 #include "kernels/cpu_kernels.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
-#include "model/arch/gemma4.h"
-#include "model/packed_model.h"
 
 namespace g4 {
 
@@ -39,46 +37,17 @@ void Activations::Reserve(const ModelPlan& plan, int rows, int n_rope_configs, i
   capacity_rows = rows;
 }
 
-Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelOptions& options) {
-  if (IsPackFile(dir)) return LoadPacked(dir, options, 0, 1);
-  G4_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
-  G4_ASSIGN_OR_RETURN(ModelPlan plan, BuildGemma4Plan(config));
-  return LoadShare(dir, plan, plan, options);
-}
-
-Result<std::unique_ptr<Model>> Model::LoadPacked(const std::string& path,
-                                                 const ModelOptions& options, int rank, int tp,
-                                                 LmHeadPlacement lm_head) {
-  // A packed artifact: mapped and verified, weights used in place (no conversion).
-  LoadOptions load = options.load;
-  if (load.threads == 0) load.threads = options.threads;
-  G4_ASSIGN_OR_RETURN(PackedModel packed,
-                      LoadPackedModel(path, load.quant, load.threads, rank, tp, lm_head));
-  auto model = std::unique_ptr<Model>(new Model());
-  model->dir_ = path;
-  model->plan_ = std::move(packed.plan);
-  model->weights_ = std::move(packed.weights);
-  model->Prepare(options);
-  return model;
-}
-
-Result<std::unique_ptr<Model>> Model::LoadShare(const std::string& dir, const ModelPlan& full,
-                                                ModelPlan plan, const ModelOptions& options) {
-  auto model = std::unique_ptr<Model>(new Model());
-  model->dir_ = dir;
-  model->plan_ = std::move(plan);
-  LoadOptions load = options.load;
-  if (load.threads == 0) load.threads = options.threads;
-  G4_ASSIGN_OR_RETURN(model->weights_, LoadRankWeights(full, model->plan_, dir, load));
-  model->Prepare(options);
-  return model;
+Model::Model(std::string source, ModelPlan plan, std::unique_ptr<ModelWeights> weights,
+             int threads, bool kernel_layout)
+    : dir_(std::move(source)), plan_(std::move(plan)), weights_(std::move(weights)) {
+  Prepare(threads, kernel_layout);
 }
 
 // The thread pool and one cos/sin table per distinct (head_dim, rotated pairs, theta).
-void Model::Prepare(const ModelOptions& options) {
+void Model::Prepare(int threads, bool kernel_layout) {
   Model* model = this;
-  model->pool_ = std::make_unique<ThreadPool>(options.threads);
-  if (options.kernel_layout) ToKernelLayout(model->weights_.get(), model->pool_.get());
+  model->pool_ = std::make_unique<ThreadPool>(threads);
+  if (kernel_layout) ToKernelLayout(model->weights_.get(), model->pool_.get());
   // One cos/sin table per distinct (head_dim, rotated pairs, theta): sliding and full.
   for (const LayerPlan& lp : model->plan_.layers) {
     int found = -1;

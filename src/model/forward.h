@@ -35,29 +35,13 @@ struct Activations {
   void Reserve(const ModelPlan& plan, int rows, int n_rope_configs, int max_pairs);
 };
 
-struct ModelOptions {
-  int threads = 0;  // 0 = one per hardware thread
-  LoadOptions load;
-  // Reorder q8/q4 matrices into the active kernels' layout (ToKernelLayout); off for `g4 pack`,
-  // whose artifacts hold the row-major layout every machine reads.
-  bool kernel_layout = true;
-};
-
 class Model {
  public:
-  // Loads DIR (config.json, generation_config.json, safetensors), converting to options.load.quant;
-  // or, when DIR is a file written by `g4 pack`, maps and verifies it and uses its weights as
-  // packed (model/packed_model.h).
-  static Result<std::unique_ptr<Model>> Load(const std::string& dir, const ModelOptions& options = {});
-  // Loads the share of DIR that `plan` describes (tensor parallel: one rank's plan from
-  // model/rank_plan.h, `full` the unsharded plan its tensors are checked against).
-  static Result<std::unique_ptr<Model>> LoadShare(const std::string& dir, const ModelPlan& full,
-                                                  ModelPlan plan, const ModelOptions& options = {});
-  // Rank `rank` of a packed artifact, which must have been packed with `g4 pack --tp tp` and the
-  // same LM-head placement (else an error naming both). Load(path) is rank 0 of tp 1.
-  static Result<std::unique_ptr<Model>> LoadPacked(
-      const std::string& path, const ModelOptions& options, int rank, int tp,
-      LmHeadPlacement lm_head = LmHeadPlacement::kSplitVocab);
+  // A model over bound weights (model/loader.h's LoadModel builds one from a checkpoint or an
+  // artifact). `source` names where they came from; `threads` 0 = one per hardware thread.
+  // kernel_layout: reorder q8/q4 matrices into the active kernels' layout (ToKernelLayout).
+  Model(std::string source, ModelPlan plan, std::unique_ptr<ModelWeights> weights, int threads,
+        bool kernel_layout = true);
 
   const ModelPlan& plan() const { return plan_; }
   const ModelWeights& weights() const { return *weights_; }
@@ -87,7 +71,7 @@ class Model {
     double theta;
     std::vector<double> inv_freq;
   };
-  void Prepare(const ModelOptions& options);
+  void Prepare(int threads, bool kernel_layout);
   Status ComputePle(const std::vector<BatchRow>& rows, Activations& act);
   void Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Activations& act);
   void LmHead(int m, Activations& act, float* logits);

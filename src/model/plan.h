@@ -49,6 +49,7 @@ struct LayerPlan {
 };
 
 struct ModelPlan {
+  std::string architecture;  // its entry in model/architecture.h ("gemma4")
   ModelConfig config;
   std::vector<LayerPlan> layers;
   int hidden = 0;

@@ -14,6 +14,7 @@
 #include "kernels/cpu_kernels.h"
 #include "kernels/quantize.h"
 #include "model/arch/gemma4.h"
+#include "model/tensor_table.h"
 
 namespace g4 {
 
@@ -222,13 +223,8 @@ Result<std::unique_ptr<ModelWeights>> LoadRankWeights(const ModelPlan& full, con
                           ": no embed_tokens.weight under model.language_model. or model. "
                           "(not a Gemma-4 text checkpoint?)");
   Binder b(*w->store, w->tensor_prefix, w.get(), options.quant, &pool);
-  const int H = plan.hidden, V = plan.vocab, L = plan.n_layers(), P = plan.ple_dim;
-
-  const int head_begin = plan.lm_head_begin(),
-            head_rows = plan.lm_head_end() - plan.lm_head_begin();
-  if (head_rows > 0)
-    G4_RETURN_IF_ERROR(b.Matrix("embed_tokens.weight", V, H, &w->embed,
-                                {.row_begin = head_begin, .n_rows = head_rows}));
+  const int H = plan.hidden, V = plan.vocab, P = plan.ple_dim;
+  const int head_rows = plan.lm_head_end() - plan.lm_head_begin();
   const TensorView* embed_view = w->store->Find(w->tensor_prefix + "embed_tokens.weight");
   const DType embed_dtype = embed_view->dtype;
   if (head_rows != V) {
@@ -245,109 +241,71 @@ Result<std::unique_ptr<ModelWeights>> LoadRankWeights(const ModelPlan& full, con
     w->mapped_bytes += static_cast<int64_t>(embed_view->bytes);
   }
   w->embed_scale = RoundToDType(std::sqrt(static_cast<double>(H)), embed_dtype);
-  G4_RETURN_IF_ERROR(b.Vector("norm.weight", H, &w->final_norm));
   if (!plan.config.tie_word_embeddings)
     return Status::Errorf(dir, ": tie_word_embeddings=false is not supported (Gemma-4 ties them)");
 
-  if (P > 0) {
-    G4_ASSIGN_OR_RETURN(const TensorView* t,
-                        b.Find("embed_tokens_per_layer.weight", {V, static_cast<int64_t>(L) * P}));
-    w->ple_table = t->data;
-    w->ple_dtype = t->dtype;
-    w->mapped_bytes += static_cast<int64_t>(t->bytes);
-    for (const auto& f : w->store->files())
-      if (&f->path() == t->file) f->mapped().AdviseRandom();
-    w->ple_scale = RoundToDType(std::sqrt(static_cast<double>(P)), t->dtype);
-    G4_RETURN_IF_ERROR(
-        b.Matrix("per_layer_model_projection.weight", L * P, H, &w->ple_model_projection));
-    G4_RETURN_IF_ERROR(b.Vector("per_layer_projection_norm.weight", P, &w->ple_projection_norm));
-  }
-
-  w->layers.resize(L);
-  for (int i = 0; i < L; ++i) {
-    const LayerPlan& lp = plan.layers[i];
-    LayerWeights& lw = w->layers[i];
-    auto name = [&](const char* suffix) { return LayerTensorName(i, suffix); };
-    G4_RETURN_IF_ERROR(b.Vector(name("input_layernorm.weight"), H, &lw.input_norm));
-    G4_RETURN_IF_ERROR(
-        b.Vector(name("post_attention_layernorm.weight"), H, &lw.post_attention_norm));
-    G4_RETURN_IF_ERROR(
-        b.Vector(name("pre_feedforward_layernorm.weight"), H, &lw.pre_feedforward_norm));
-    G4_RETURN_IF_ERROR(
-        b.Vector(name("post_feedforward_layernorm.weight"), H, &lw.post_feedforward_norm));
-    const LayerPlan& fl = full.layers[i];
-    const int hd = lp.head_dim;
-    // Query heads: q_proj rows and o_proj columns of this plan's heads.
-    const Slice q_rows{.row_begin = lp.q_head_offset * hd, .n_rows = lp.q_dim()};
-    const Slice q_cols{.col_begin = lp.q_head_offset * hd, .n_cols = lp.q_dim()};
-    G4_RETURN_IF_ERROR(
-        b.Matrix(name("self_attn.q_proj.weight"), fl.q_dim(), H, &lw.q_proj, q_rows));
-    G4_RETURN_IF_ERROR(b.Vector(name("self_attn.q_norm.weight"), hd, &lw.q_norm));
-    G4_RETURN_IF_ERROR(
-        b.Matrix(name("self_attn.o_proj.weight"), H, fl.q_dim(), &lw.o_proj, q_cols));
-    if (lp.owns_kv()) {
-      // Shared layers' stored k_proj/v_proj/k_norm are unused (spec §2.3) and never loaded.
-      // K/V rows of this plan's KV heads; all of them when the plan replicates K/V.
-      const int kv_begin = lp.n_heads_kv == fl.n_heads_kv ? 0 : lp.kv_head_offset;
-      const Slice kv_rows{.row_begin = kv_begin * hd, .n_rows = lp.kv_dim()};
-      G4_RETURN_IF_ERROR(
-          b.Matrix(name("self_attn.k_proj.weight"), fl.kv_dim(), H, &lw.k_proj, kv_rows));
-      G4_RETURN_IF_ERROR(b.Vector(name("self_attn.k_norm.weight"), hd, &lw.k_norm));
-      if (!lp.k_eq_v) {
-        G4_RETURN_IF_ERROR(
-            b.Matrix(name("self_attn.v_proj.weight"), fl.kv_dim(), H, &lw.v_proj, kv_rows));
-      } else if (w->store->Find(w->tensor_prefix + name("self_attn.v_proj.weight"))) {
-        return Status::Errorf(
-            dir, ": layer ", i,
-            " is a K=V layer (attention_k_eq_v) but the "
-            "checkpoint has self_attn.v_proj.weight: config and tensors disagree");
+  w->layers.resize(plan.n_layers());
+  // Every tensor the table lists for this rank, whole or its slice (model/tensor_table.h).
+  for (const PlannedTensor& t : PlanTensors(full, plan)) {
+    if (!t.held()) continue;  // shared layers' stored K/V (spec §2.3), a rank without LM-head rows
+    const TensorSpec& spec = *t.spec;
+    switch (spec.kind) {
+      case TensorKind::kMatrix: {
+        const Slice slice{.row_begin = static_cast<int>(t.slice.row_begin),
+                          .n_rows = static_cast<int>(t.slice.n_rows),
+                          .col_begin = static_cast<int>(t.slice.col_begin),
+                          .n_cols = static_cast<int>(t.slice.n_cols)};
+        G4_RETURN_IF_ERROR(b.Matrix(t.name, static_cast<int>(t.shape[0]),
+                                    static_cast<int>(t.shape[1]), spec.matrix(*w, t.layer),
+                                    slice));
+        break;
+      }
+      case TensorKind::kVector:
+        G4_RETURN_IF_ERROR(b.Vector(t.name, t.shape[0], spec.vector(*w, t.layer)));
+        break;
+      case TensorKind::kScalar: {
+        std::vector<float> scalar;
+        G4_RETURN_IF_ERROR(b.Vector(t.name, 1, &scalar));
+        *spec.scalar(*w, t.layer) = scalar[0];
+        break;
+      }
+      case TensorKind::kTable: {
+        // The PLE table stays mapped, read one row per token at random.
+        G4_ASSIGN_OR_RETURN(const TensorView* view, b.Find(t.name, t.shape));
+        w->ple_table = view->data;
+        w->ple_dtype = view->dtype;
+        w->mapped_bytes += static_cast<int64_t>(view->bytes);
+        for (const auto& f : w->store->files())
+          if (&f->path() == view->file) f->mapped().AdviseRandom();
+        w->ple_scale = RoundToDType(std::sqrt(static_cast<double>(P)), view->dtype);
+        break;
       }
     }
-    const Slice mlp_rows{.row_begin = lp.mlp_offset, .n_rows = lp.mlp_width};
-    const Slice mlp_cols{.col_begin = lp.mlp_offset, .n_cols = lp.mlp_width};
-    G4_RETURN_IF_ERROR(
-        b.Matrix(name("mlp.gate_proj.weight"), fl.mlp_width, H, &lw.gate_proj, mlp_rows));
-    G4_RETURN_IF_ERROR(
-        b.Matrix(name("mlp.up_proj.weight"), fl.mlp_width, H, &lw.up_proj, mlp_rows));
-    G4_RETURN_IF_ERROR(
-        b.Matrix(name("mlp.down_proj.weight"), H, fl.mlp_width, &lw.down_proj, mlp_cols));
-    if (P > 0) {
-      G4_RETURN_IF_ERROR(b.Matrix(name("per_layer_input_gate.weight"), P, H, &lw.ple_gate));
-      G4_RETURN_IF_ERROR(b.Matrix(name("per_layer_projection.weight"), H, P, &lw.ple_projection));
-      G4_RETURN_IF_ERROR(b.Vector(name("post_per_layer_input_norm.weight"), H, &lw.ple_post_norm));
-    }
-    // layer_scalar is a [1] buffer without a .weight suffix; param-only loaders drop it.
-    std::vector<float> scalar;
-    G4_RETURN_IF_ERROR(b.Vector(name("layer_scalar"), 1, &scalar));
-    lw.layer_scalar = scalar[0];
+  }
+  // A K=V layer has no v_proj; one in the checkpoint means config and tensors disagree.
+  for (const LayerPlan& lp : plan.layers) {
+    if (!lp.k_eq_v || !lp.owns_kv()) continue;
+    if (w->store->Find(w->tensor_prefix + LayerTensorName(lp.index, "self_attn.v_proj.weight")))
+      return Status::Errorf(dir, ": layer ", lp.index,
+                            " is a K=V layer (attention_k_eq_v) but the "
+                            "checkpoint has self_attn.v_proj.weight: config and tensors disagree");
   }
   return w;
 }
 
 ParameterCounts CountParameters(const ModelPlan& plan) {
   ParameterCounts c;
-  const int64_t H = plan.hidden, V = plan.vocab, L = plan.n_layers(), P = plan.ple_dim;
-  c.embedding = V * H;
-  c.ple_table = V * L * P;
-  int64_t body = H;  // final norm
-  int64_t body_read = H;
-  if (P > 0) {
-    body += L * P * H + P;
-    body_read += L * P * H + P + L * P;  // one PLE row per token
+  for (const PlannedTensor& t : PlanTensors(plan)) {
+    const int64_t n = t.numel();
+    c.total += n;  // every stored tensor, the unused K/V of shared layers included
+    if (t.spec->kind == TensorKind::kTable) c.ple_table += n;
+    if (t.spec->lm_head) c.embedding += n;
+    if (!t.used) continue;
+    // Per decoded token: a lookup reads one row; the tied embedding is also the whole LM head.
+    const int64_t row = t.shape.size() > 1 ? t.shape[1] : 1;
+    c.per_token_read += (t.spec->read_whole ? n : row) + (t.spec->lm_head ? n : 0);
   }
-  for (const auto& l : plan.layers) {
-    const int64_t q = l.q_dim(), kv = l.kv_dim();
-    int64_t attn = q * H + H * q + l.head_dim;                          // q, o, q_norm
-    int64_t kv_params = kv * H + l.head_dim + (l.k_eq_v ? 0 : kv * H);  // k, k_norm, v
-    int64_t mlp = 3 * H * l.mlp_width;
-    int64_t other = 4 * H + 1 + (P > 0 ? 2 * P * H + H : 0);
-    body += attn + kv_params + mlp + other;
-    body_read += attn + (l.owns_kv() ? kv_params : 0) + mlp + other;
-  }
-  c.total = c.embedding + c.ple_table + body;
   c.effective = c.total - c.ple_table;
-  c.per_token_read = c.embedding * 2 + body_read;  // embedding row + LM head ~ one full read
-  c.per_token_read -= c.embedding - H;             // the input row is one row, not the table
   return c;
 }
 

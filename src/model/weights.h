@@ -61,7 +61,7 @@ struct ModelWeights {
   // model projection, then each layer's.
   std::vector<const WeightMatrix*> Matrices() const;
   std::vector<WeightMatrix*> Matrices();
-  // A packed artifact (model/packed_model.h) whose mapping the PLE table points into (and the
+  // A packed artifact (model/pack_reader.h) whose mapping the PLE table points into (and the
   // matrices, until ToKernelLayout copies them out); null for a checkpoint.
   std::shared_ptr<const void> artifact;
 };

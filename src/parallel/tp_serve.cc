@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "model/kv_cache.h"
+#include "model/loader.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/tensor_parallel.h"
 
@@ -98,13 +99,13 @@ Result<std::unique_ptr<Model>> TensorParallelLeader::Load(const std::string& dir
     for (int r = 1; r < group_->size(); ++r)
       followers_.emplace_back([this, r, dir, options] {
         std::unique_ptr<Communicator> comm = group_->Rank(r);
-        auto model = LoadRankModel(dir, options, comm.get());
+        auto model = LoadModel(dir, options.OnRanks(comm.get()));
         if (!model.ok()) return;  // every rank failed; rank 0 reports it
         Status st = FollowSteps(**model, comm.get());
         if (!st.ok()) std::fprintf(stderr, "g4 serve: rank %d: %s\n", r, st.message().c_str());
       });
   }
-  auto model = LoadRankModel(dir, options, comm_);
+  auto model = LoadModel(dir, options.OnRanks(comm_));
   following_ = model.ok();
   return model;
 }
@@ -137,7 +138,7 @@ void TensorParallelLeader::Stop() {
 
 int RunServeFollower(const std::string& dir, const ModelOptions& options) {
   Status st = RunTensorParallel(0, [&](Communicator* comm) -> Status {
-    auto model = LoadRankModel(dir, options, comm);
+    auto model = LoadModel(dir, options.OnRanks(comm));
     if (!model.ok()) return OkStatus();  // every rank failed together; rank 0 reports and exits 1
     return FollowSteps(**model, comm);
   });

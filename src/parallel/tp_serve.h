@@ -22,6 +22,7 @@
 #include "base/status.h"
 #include "model/communicator.h"
 #include "model/forward.h"
+#include "model/loader.h"
 #include "parallel/in_process_communicator.h"
 #include "runtime/scheduler.h"
 

@@ -11,6 +11,7 @@
 #include "base/mapped_file.h"
 #include "io/safetensors.h"
 #include "model/arch/gemma4.h"
+#include "model/architecture.h"
 #include "model/synth.h"
 #include "testing/checkpoints.h"
 #include "testing/compare.h"
@@ -77,7 +78,7 @@ void ExpectSameFacts(const std::string& preset, const std::string& scale, SynthC
   ASSERT_TRUE(facts.ok()) << facts.status().message();
   auto cfg = LoadModelConfig(dir);
   ASSERT_TRUE(cfg.ok()) << cfg.status().message();
-  auto plan = BuildGemma4Plan(*cfg);
+  auto plan = PlanFromConfig(*cfg);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   ASSERT_EQ(facts->layers.size(), plan->layers.size());
   EXPECT_EQ(facts->hidden, plan->hidden);

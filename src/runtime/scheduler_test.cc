@@ -8,6 +8,7 @@
 #include <future>
 #include <thread>
 
+#include "model/loader.h"
 #include "runtime/generate.h"
 #include "testing/checkpoints.h"
 
@@ -60,7 +61,7 @@ class SchedulerTest : public ::testing::Test {
     ASSERT_FALSE(dir.empty());
     ModelOptions mo;
     mo.threads = 1;
-    auto m = Model::Load(dir, mo);
+    auto m = LoadModel(dir, mo);
     ASSERT_TRUE(m.ok()) << m.status().message();
     model_ = std::move(m).value().release();
   }

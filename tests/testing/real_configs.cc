@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "model/arch/gemma4.h"
+#include "model/architecture.h"
 
 namespace g4 {
 
@@ -85,7 +86,7 @@ ModelPlan PlanOfConfig(const json& config, const std::string& generation_config)
   auto cfg = ParseGemma4Config(config.dump(), generation_config, "test");
   EXPECT_TRUE(cfg.ok()) << cfg.status().message();
   if (!cfg.ok()) return {};
-  auto plan = BuildGemma4Plan(*cfg);
+  auto plan = PlanFromConfig(*cfg);
   EXPECT_TRUE(plan.ok()) << plan.status().message();
   return plan.ok() ? *plan : ModelPlan{};
 }

@@ -6,8 +6,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "base/mapped_file.h"
-#include "io/pack.h"
 
 namespace g4 {
 
@@ -271,23 +269,10 @@ Result<ModelConfig> ParseGemma4Config(const std::string& config_json,
   return cfg;
 }
 
-Result<ModelConfig> LoadModelConfig(const std::string& dir) {
-  // DIR may be a packed artifact: its copies of the two files (io/pack.h).
-  auto text = ReadModelTextFile(dir, "config.json");
-  if (!text.ok()) {
-    if (IsPackFile(dir)) return text.status();
-    return Status::Errorf(dir, ": cannot read config.json (is this a model directory?)");
-  }
-  std::string gen;
-  if (ModelHasFile(dir, "generation_config.json")) {
-    G4_ASSIGN_OR_RETURN(gen, ReadModelTextFile(dir, "generation_config.json"));
-  }
-  return ParseGemma4Config(*text, gen, dir);
-}
-
 Result<ModelPlan> BuildGemma4Plan(const ModelConfig& cfg) {
   const std::string where = cfg.source + "/config.json";
   ModelPlan plan;
+  plan.architecture = "gemma4";
   plan.config = cfg;
   plan.hidden = cfg.hidden_size;
   plan.vocab = cfg.vocab_size;

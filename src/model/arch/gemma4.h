@@ -1,5 +1,5 @@
 // Gemma-4 text decoder (E2B, E4B, 12B and text-only exports): config fields, the layer plan and
-// tensor names. The only place besides tokenizer/chat_gemma4 that knows the model family.
+// tensor names. Registered in model/architecture.cc. The only place besides tokenizer/chat_gemma4 that knows the model family.
 // Spec: docs/gemma4.md (§1 config, §2 tensors, §4 KV sharing).
 #pragma once
 
@@ -18,12 +18,13 @@ Result<ModelConfig> ParseGemma4Config(const std::string& config_json,
                                       const std::string& generation_config_json,
                                       const std::string& source);
 
-// Reads DIR/config.json and, if present, DIR/generation_config.json.
-Result<ModelConfig> LoadModelConfig(const std::string& dir);
-
 // Derives the per-layer plan: geometry, KV sources (HF rule: last non-shared layer of the same
 // type), windows, RoPE, MLP widths. Errors name the offending field.
 Result<ModelPlan> BuildGemma4Plan(const ModelConfig& config);
+
+struct TensorTable;
+// Every tensor of the text decoder (model/tensor_table.h; arch/gemma4_tensors.cc).
+const TensorTable& Gemma4Tensors();
 
 // Tensor names, relative to the text-model prefix ("model.language_model." or "model.").
 std::string LayerTensorName(int layer, const char* suffix);  // "layers.3.self_attn.q_proj.weight"

@@ -1,74 +1,20 @@
-#include "model/packed_model.h"
+#include "model/pack_reader.h"
 
-#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <limits>
 
-#include "model/arch/gemma4.h"
-#include "model/forward.h"
+#include <nlohmann/json.hpp>
+
+#include "io/pack.h"
+#include "model/architecture.h"
+#include "model/pack_layout.h"
 #include "model/rank_plan.h"
 
 namespace g4 {
 
 namespace {
-
-// Every tensor of ModelWeights under `plan`, with the shape the plan requires: the one list both
-// writing and loading walk, so the two cannot disagree. Works on const and non-const weights.
-template <class W, class MatrixFn, class VectorFn, class ScalarFn>
-void ForEachTensor(const ModelPlan& plan, W& w, MatrixFn matrix, VectorFn vector, ScalarFn scalar) {
-  const int H = plan.hidden, L = plan.n_layers(), P = plan.ple_dim;
-  // The tied LM head: all of it, or under tensor parallelism this rank's vocabulary rows (none
-  // on the ranks other than 0 when rank 0 holds the whole head).
-  const int head_rows = plan.lm_head_end() - plan.lm_head_begin();
-  if (head_rows > 0) matrix("embed", w.embed, head_rows, H);
-  vector("final_norm", w.final_norm, H);
-  if (P > 0) {
-    matrix("ple_model_projection", w.ple_model_projection, L * P, H);
-    vector("ple_projection_norm", w.ple_projection_norm, P);
-  }
-  for (int i = 0; i < L; ++i) {
-    const LayerPlan& lp = plan.layers[i];
-    auto& lw = w.layers[i];
-    const std::string p = "layers." + std::to_string(i) + ".";
-    vector(p + "input_norm", lw.input_norm, H);
-    vector(p + "post_attention_norm", lw.post_attention_norm, H);
-    vector(p + "pre_feedforward_norm", lw.pre_feedforward_norm, H);
-    vector(p + "post_feedforward_norm", lw.post_feedforward_norm, H);
-    matrix(p + "q_proj", lw.q_proj, lp.q_dim(), H);
-    vector(p + "q_norm", lw.q_norm, lp.head_dim);
-    matrix(p + "o_proj", lw.o_proj, H, lp.q_dim());
-    if (lp.owns_kv()) {
-      matrix(p + "k_proj", lw.k_proj, lp.kv_dim(), H);
-      vector(p + "k_norm", lw.k_norm, lp.head_dim);
-      if (!lp.k_eq_v) matrix(p + "v_proj", lw.v_proj, lp.kv_dim(), H);
-    }
-    matrix(p + "gate_proj", lw.gate_proj, lp.mlp_width, H);
-    matrix(p + "up_proj", lw.up_proj, lp.mlp_width, H);
-    matrix(p + "down_proj", lw.down_proj, H, lp.mlp_width);
-    if (P > 0) {
-      matrix(p + "ple_gate", lw.ple_gate, P, H);
-      matrix(p + "ple_projection", lw.ple_projection, H, P);
-      vector(p + "ple_post_norm", lw.ple_post_norm, H);
-    }
-    scalar(p + "layer_scalar", lw.layer_scalar);
-  }
-}
-
-double Seconds(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-}
-
-const char* LmHeadName(LmHeadPlacement p) {
-  return p == LmHeadPlacement::kRank0 ? "rank0" : "split";
-}
-
-std::string RankPrefix(int rank) { return "rank" + std::to_string(rank) + "/"; }
-
-const char* kCheckpointFiles[] = {"config.json", "generation_config.json", "tokenizer.json",
-                                  "tokenizer_config.json", "chat_template.jinja"};
 
 // The first difference between two plan JSONs, for the error message.
 std::string FirstDifference(const nlohmann::json& a, const nlohmann::json& b, const std::string& where = "plan") {
@@ -128,179 +74,6 @@ Result<PackedModel> LoadPackedModelChecked(const std::string& path, WeightType r
                                            int threads, int rank, int tp, LmHeadPlacement lm_head);
 
 }  // namespace
-
-nlohmann::json PlanToJson(const ModelPlan& plan) {
-  nlohmann::json layers = nlohmann::json::array();
-  for (const LayerPlan& l : plan.layers) {
-    // Append new LayerPlan fields here (a changed plan must show in the artifact's plan check).
-    layers.push_back({{"index", l.index},
-                      {"kind", l.is_sliding() ? "sliding" : "full"},
-                      {"head_dim", l.head_dim},
-                      {"n_heads_q", l.n_heads_q},
-                      {"n_heads_kv", l.n_heads_kv},
-                      {"group_size", l.group_size},
-                      {"q_head_offset", l.q_head_offset},
-                      {"kv_head_offset", l.kv_head_offset},
-                      {"window", l.window},
-                      {"kv_source", l.kv_source},
-                      {"kv_slot", l.kv_slot},
-                      {"k_eq_v", l.k_eq_v},
-                      {"rope_theta", l.rope_theta},
-                      {"rope_pairs", l.rope_pairs},
-                      {"mlp_width", l.mlp_width},
-                      {"ple_offset", l.ple_offset}});
-    // A rank's share (only then, so that --tp 1 plans read as they always did).
-    if (plan.tp_size > 1) layers.back()["mlp_offset"] = l.mlp_offset;
-  }
-  nlohmann::json j = {{"hidden", plan.hidden},       {"vocab", plan.vocab},
-                      {"ple_dim", plan.ple_dim},     {"first_kv_shared", plan.first_kv_shared},
-                      {"softcap", plan.softcap},     {"rms_norm_eps", plan.rms_norm_eps},
-                      {"kv_owners", plan.kv_owners}, {"layers", layers}};
-  if (plan.tp_size > 1) {
-    j["tp_rank"] = plan.tp_rank;
-    j["tp_size"] = plan.tp_size;
-    j["lm_head"] = LmHeadName(plan.lm_head);
-    j["lm_head_rows"] = {plan.lm_head_begin(), plan.lm_head_end()};
-  }
-  return j;
-}
-
-namespace {
-
-// Writes one rank's plan and tensors under PREFIX.
-Status AddRankSections(PackWriter& writer, const std::string& prefix, const ModelPlan& plan,
-                       const ModelWeights& w, int* sections) {
-  G4_RETURN_IF_ERROR(writer.AddText(prefix + "plan", PlanToJson(plan).dump(1)));
-  ++*sections;
-  Status status;
-  ForEachTensor(
-      plan, w,
-      [&](const std::string& name, const WeightMatrix& m, int, int) {
-        if (!status.ok()) return;
-        status = writer.Add(prefix + name, m.data, m.bytes,
-                            {{"kind", "matrix"},
-                             {"type", WeightTypeName(m.type)},
-                             {"rows", m.rows},
-                             {"cols", m.cols}});
-        ++*sections;
-      },
-      [&](const std::string& name, const std::vector<float>& v, int) {
-        if (!status.ok()) return;
-        status = writer.Add(prefix + name, v.data(), v.size() * sizeof(float),
-                            {{"kind", "vector"}, {"type", "f32"}, {"n", v.size()}});
-        ++*sections;
-      },
-      [&](const std::string& name, float v) {
-        if (!status.ok()) return;
-        status = writer.Add(prefix + name, &v, sizeof v,
-                            {{"kind", "vector"}, {"type", "f32"}, {"n", 1}});
-        ++*sections;
-      });
-  return status;
-}
-
-}  // namespace
-
-Status PackModel(const std::string& dir, const std::string& out, const PackModelOptions& options,
-                 PackModelStats* stats) {
-  const int tp = options.tp;
-  if (tp < 1) return Status::Errorf("--tp ", tp, ": the rank count must be at least 1");
-  if (IsPackFile(dir)) return Status::Errorf(dir, " is already a packed artifact; pack a Hugging Face directory");
-  if (!FileExists(dir + "/tokenizer.json"))
-    return Status::Errorf(dir, "/tokenizer.json is missing: an artifact without the checkpoint's tokenizer would "
-                          "serve garbage; copy the tokenizer.json that came with the model");
-  const auto t0 = std::chrono::steady_clock::now();
-  LoadOptions load;
-  load.quant = options.quant;
-  load.threads = options.threads;
-  // --tp 1: the whole model as Model::Load converts it. --tp N: each rank's share as
-  // LoadRankModel would hold it, converted one rank at a time (peak memory: one rank).
-  std::unique_ptr<Model> model;
-  ModelPlan full;
-  if (tp == 1) {
-    ModelOptions model_options;
-    model_options.threads = options.threads;
-    model_options.load = load;
-    model_options.kernel_layout = false;  // the artifact holds the row-major layout
-    G4_ASSIGN_OR_RETURN(model, Model::Load(dir, model_options));
-    full = model->plan();
-  } else {
-    G4_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
-    G4_ASSIGN_OR_RETURN(full, BuildGemma4Plan(config));
-    G4_RETURN_IF_ERROR(CheckTensorParallel(full, tp));
-  }
-  const double load_seconds = Seconds(t0);
-
-  const auto t1 = std::chrono::steady_clock::now();
-  ThreadPool own_pool(model ? 1 : options.threads);
-  PackWriteOptions write = options.write;
-  if (!write.pool) write.pool = model ? &model->pool() : &own_pool;
-  G4_ASSIGN_OR_RETURN(auto writer, PackWriter::Create(out, write));
-  int sections = 0;
-  for (const char* name : kCheckpointFiles) {
-    if (!FileExists(dir + "/" + name)) continue;
-    G4_ASSIGN_OR_RETURN(std::string text, ReadFileToString(dir + "/" + name));
-    G4_RETURN_IF_ERROR(writer->AddText(std::string("file/") + name, text));
-    ++sections;
-  }
-  nlohmann::json meta = {{"format_version", kPackFormatVersion},
-                         {"quant", WeightTypeName(options.quant)},
-                         {"tp", tp},
-                         {"source", dir}};
-  if (tp > 1) meta["lm_head"] = LmHeadName(options.lm_head);
-  bool embed_table_written = false;
-  double convert_seconds = 0;  // rank conversions interleaved with writing (tp > 1)
-  for (int r = 0; r < tp; ++r) {
-    ModelPlan plan;
-    std::unique_ptr<ModelWeights> rank_weights;
-    if (model) {
-      plan = model->plan();
-    } else {
-      G4_ASSIGN_OR_RETURN(plan, BuildRankPlan(full, r, tp, {.lm_head = options.lm_head}));
-      const auto t = std::chrono::steady_clock::now();
-      G4_ASSIGN_OR_RETURN(rank_weights, LoadRankWeights(full, plan, dir, load));
-      convert_seconds += Seconds(t);
-    }
-    const ModelWeights& w = model ? model->weights() : *rank_weights;
-    G4_RETURN_IF_ERROR(AddRankSections(*writer, RankPrefix(r), plan, w, &sections));
-    if (r == 0) {
-      meta["tensor_prefix"] = w.tensor_prefix;
-      meta["embed_scale"] = w.embed_scale;
-      meta["ple_scale"] = w.ple_scale;
-      if (plan.ple_dim > 0) {
-        const uint64_t bytes = static_cast<uint64_t>(plan.vocab) * plan.n_layers() * plan.ple_dim *
-                               DTypeSize(w.ple_dtype);
-        G4_RETURN_IF_ERROR(writer->Add("ple_table", w.ple_table, bytes,
-                                       {{"kind", "table"},
-                                        {"dtype", DTypeName(w.ple_dtype)},
-                                        {"rows", plan.vocab},
-                                        {"cols", plan.n_layers() * plan.ple_dim}}));
-        ++sections;
-      }
-    }
-    if (w.embed_table && !embed_table_written) {
-      // Input tokens may be anywhere in the vocabulary, the rank's LM head rows are a block.
-      const uint64_t bytes =
-          static_cast<uint64_t>(plan.vocab) * plan.hidden * DTypeSize(w.embed_table_dtype);
-      G4_RETURN_IF_ERROR(writer->Add("embed_table", w.embed_table, bytes,
-                                     {{"kind", "table"},
-                                      {"dtype", DTypeName(w.embed_table_dtype)},
-                                      {"rows", plan.vocab},
-                                      {"cols", plan.hidden},
-                                      {"lookup_type", WeightTypeName(w.embed_table_type)}}));
-      ++sections;
-      embed_table_written = true;
-    }
-  }
-  G4_RETURN_IF_ERROR(writer->Commit(meta));
-  if (stats) {
-    stats->load_seconds = load_seconds + convert_seconds;
-    stats->write_seconds = Seconds(t1) - convert_seconds;
-    stats->bytes = writer->bytes_written();
-    stats->sections = sections;
-  }
-  return OkStatus();
-}
 
 Result<PackedModel> LoadPackedModel(const std::string& path, WeightType requested, int threads,
                                     int rank, int tp, LmHeadPlacement lm_head) {
@@ -366,12 +139,12 @@ Result<PackedModel> LoadPackedModelChecked(const std::string& path, WeightType r
   if (pack->Find("file/generation_config.json")) {
     G4_ASSIGN_OR_RETURN(generation_text, pack->ReadText("file/generation_config.json"));
   }
-  G4_ASSIGN_OR_RETURN(ModelConfig config, ParseGemma4Config(config_text, generation_text, path));
-  G4_ASSIGN_OR_RETURN(ModelPlan full, BuildGemma4Plan(config));
+  G4_ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(config_text, generation_text, path));
+  G4_ASSIGN_OR_RETURN(const ModelPlan full, PlanFromConfig(config));
   if (tp > 1) {
     G4_ASSIGN_OR_RETURN(out.plan, BuildRankPlan(full, rank, tp, {.lm_head = lm_head}));
   } else {
-    out.plan = std::move(full);
+    out.plan = full;
   }
   const ModelPlan& plan = out.plan;
   {
@@ -399,8 +172,8 @@ Result<PackedModel> LoadPackedModelChecked(const std::string& path, WeightType r
       status = Status::Errorf(path, ": the artifact has no section ", prefix, name);
     return s;
   };
-  ForEachTensor(
-      plan, *w,
+  ForEachPackedTensor(
+      full, plan, *w,
       [&](const std::string& name, WeightMatrix& m, int rows, int cols) {
         const PackSection* s = section(name);
         if (!s || !status.ok()) return;
