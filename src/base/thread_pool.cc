@@ -72,7 +72,7 @@ void ThreadPool::WorkerLoop(int thread_index) {
   }
 }
 
-void ThreadPool::ParallelFor(int64_t n_tasks, const std::function<void(int64_t, int)>& fn) {
+void ThreadPool::ParallelFor(int64_t n_tasks, FunctionRef<void(int64_t, int)> fn) {
   if (n_tasks <= 0) return;
   if (workers_.empty() || n_tasks == 1 || n_tasks >= kClosed) {
     for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);

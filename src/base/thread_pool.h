@@ -9,10 +9,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "base/function_ref.h"
 
 namespace g4 {
 
@@ -28,8 +29,9 @@ class ThreadPool {
 
   // Calls fn(task, thread_index) for every task in [0, n_tasks) and returns when all are done.
   // thread_index is in [0, size()) and is stable within one call (for per-thread scratch).
-  // Not reentrant: fn must not call ParallelFor on the same pool.
-  void ParallelFor(int64_t n_tasks, const std::function<void(int64_t, int)>& fn);
+  // Not reentrant: fn must not call ParallelFor on the same pool. fn is only referenced (no
+  // copy, no allocation), which is safe because the call returns after the last task.
+  void ParallelFor(int64_t n_tasks, FunctionRef<void(int64_t, int)> fn);
 
   static int HardwareThreads();
 
@@ -44,7 +46,7 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::mutex call_mutex_;  // one ParallelFor at a time
-  const std::function<void(int64_t, int)>* job_ = nullptr;
+  const FunctionRef<void(int64_t, int)>* job_ = nullptr;
   std::atomic<int64_t> n_tasks_{0};
   // (generation << 32) | next task index: a task is claimed by a compare-and-swap that fails once
   // a newer job has been published, so a late worker can never run a stale or foreign task.

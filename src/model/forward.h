@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "base/thread_pool.h"
+#include "kernels/attention.h"
 #include "model/communicator.h"
 #include "model/kv_cache.h"
 #include "model/plan.h"
@@ -30,7 +31,9 @@ struct Activations {
   std::vector<float> x, normed, q, k, v, attn, proj, gate, up, ple_inputs, ple_gate, ple_out;
   std::vector<float> rope_cos, rope_sin;  // [n_rope_configs][rows][max_pairs]
   std::vector<float> logits_in;
-  std::vector<float> attn_partial;  // per-chunk softmax partials of a split decode row
+  std::vector<uint8_t> row_bytes;    // a mapped embedding / PLE row on its way to fp32
+  std::vector<AttentionRow> attention_rows;  // one per row: its query, output and cache slot
+  AttentionScratch attention;  // pre-sized for the rows' longest context on each Forward
   std::vector<float> logits_block, logits_gathered;  // tensor parallel: this rank's vocab block, all blocks
   void Reserve(const ModelPlan& plan, int rows, int n_rope_configs, int max_pairs);
 };
@@ -72,6 +75,10 @@ class Model {
     std::vector<double> inv_freq;
   };
   void Prepare(int threads, bool kernel_layout);
+  Status CheckRows(const std::vector<BatchRow>& rows) const;
+  void ReserveFor(const std::vector<BatchRow>& rows, Activations& act) const;
+  void RopeAngles(const std::vector<BatchRow>& rows, Activations& act) const;
+  void DecoderLayer(const LayerPlan& lp, const std::vector<BatchRow>& rows, Activations& act);
   Status ComputePle(const std::vector<BatchRow>& rows, Activations& act);
   void Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Activations& act);
   void LmHead(int m, Activations& act, float* logits);
@@ -83,6 +90,7 @@ class Model {
   std::vector<RopeConfig> rope_configs_;
   std::vector<int> layer_rope_config_;
   int max_rope_pairs_ = 0;
+  int max_heads_q_ = 0, max_head_dim_ = 0;  // over the layers: sizes the attention scratch
   bool skip_layer_scalar_ = false;
   Communicator* comm_ = nullptr;
 };

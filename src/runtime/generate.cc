@@ -44,6 +44,11 @@ Result<GenerateResult> Generate(Model& model, KvCache& cache, const std::vector<
   result.prefill_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   auto t1 = Clock::now();
   result.finish_reason = "length";
+  // Decoding allocates nothing per token: the token list and the one-row batch are made here.
+  // (the context bounds how many tokens there can be: one per free position, plus the last).
+  result.tokens.reserve(static_cast<size_t>(std::clamp<int64_t>(
+      options.max_new_tokens, 0, cache.max_context() - cache.n_past() + 1)));
+  std::vector<BatchRow> rows(1);
   for (int step = 0; step < options.max_new_tokens; ++step) {
     int token = sampler.Sample(logits.data(), result.tokens);
     // Tensor parallel: rank 0's choice is everyone's (an unseeded sampler differs per rank), and
@@ -66,7 +71,7 @@ Result<GenerateResult> Generate(Model& model, KvCache& cache, const std::vector<
     }
     if (step + 1 == options.max_new_tokens) break;
     if (cache.n_past() >= cache.max_context()) break;  // context full: "length"
-    std::vector<BatchRow> rows{BatchRow{token, cache.n_past(), &cache, true}};
+    rows[0] = BatchRow{token, cache.n_past(), &cache, true};
     G4_RETURN_IF_ERROR(model.Forward(rows, act, logits.data()));
   }
   result.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();

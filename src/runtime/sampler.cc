@@ -70,8 +70,8 @@ int Sampler::Sample(float* logits, const std::vector<int>& history, const std::v
   if (params_.greedy()) return best;
 
   // Candidates sorted by logit; top-k, then top-p (smallest prefix with mass >= p), then min-p.
-  std::vector<int> idx;
-  idx.reserve(1024);
+  std::vector<int>& idx = candidates_;
+  idx.clear();
   const int k = params_.top_k > 0 ? std::min(params_.top_k, vocab_) : vocab_;
   if (k < vocab_) {
     idx.resize(vocab_);
@@ -84,7 +84,8 @@ int Sampler::Sample(float* logits, const std::vector<int>& history, const std::v
       if (std::isfinite(last_logits_[i])) idx.push_back(i);
     std::sort(idx.begin(), idx.end(), [&](int a, int b) { return last_logits_[a] > last_logits_[b]; });
   }
-  std::vector<double> probs(idx.size());
+  std::vector<double>& probs = probs_;
+  probs.resize(idx.size());
   double total = 0;
   for (size_t i = 0; i < idx.size(); ++i) total += probs[i] = std::exp(last_logits_[idx[i]] - mx);
   size_t keep = idx.size();

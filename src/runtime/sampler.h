@@ -57,6 +57,9 @@ class Sampler {
   mutable std::vector<float> last_logits_;
   mutable double last_log_norm_ = 0;
   mutable bool norm_pending_ = false;
+  // Candidate ids by logit and their weights: kept across calls so sampling does not allocate.
+  std::vector<int> candidates_;
+  std::vector<double> probs_;
 };
 
 void ApplySoftcapInPlace(float* logits, int n, float softcap);

@@ -1,0 +1,67 @@
+// Attention over a KV cache: softmax(q k^T) v for a batch of rows, each with its own cache
+// (docs/gemma4.md §3.3 steps 4-5). The query heads that share a KV head are done together, so each
+// cached K/V row is read once per row, not once per head. A lone decode row splits its visible
+// positions into chunks across threads (a softmax partial per chunk, merged after), so a long
+// context keeps every core busy.
+//
+// kernels/ knows nothing of the model: the caller passes each row's cache slot as raw pointers.
+// Position p of a slot lives at base + (p % capacity) * stride floats (a sliding layer's ring
+// wraps; a full layer's capacity is its whole context). The attention scale is 1: Gemma-4's
+// q/k norms carry the scaling (§9.6), and there is no attention softcap.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/thread_pool.h"
+
+namespace g4 {
+
+// The layer's head geometry. Query head h (local index) reads KV head
+// (q_head_offset + h) / group_size - kv_head_offset of the row's cache (local index); the offsets
+// are non-zero only on a tensor-parallel rank that holds a slice of the heads.
+struct AttentionShape {
+  int n_heads_q = 0;
+  int head_dim = 0;
+  int group_size = 1;  // query heads per KV head
+  int q_head_offset = 0;
+  int kv_head_offset = 0;
+  int window = 0;  // sliding window (positions, the current one included); 0 = full causal
+};
+
+// One query row: a token at `pos` attending to positions [max(0, pos - window + 1), pos] of its
+// cache slot, which must already hold them (the row's own K/V included).
+struct AttentionRow {
+  const float* q = nullptr;  // [n_heads_q * head_dim]
+  float* out = nullptr;      // [n_heads_q * head_dim]
+  int64_t pos = 0;
+  const float* k = nullptr;  // the slot's K rows: position p at k + (p % capacity) * stride
+  const float* v = nullptr;  // the same for V
+  int64_t stride = 0;        // floats from one stored position to the next (>= KV heads * head_dim)
+  int64_t capacity = 0;      // stored positions before the ring wraps
+};
+
+// Per-thread score rows and the split-decode partials, sized once (Reserve) so a decode step does
+// not allocate. Attend grows them if a call needs more than was reserved.
+class AttentionScratch {
+ public:
+  // Enough for `threads` threads, layers of up to `max_heads_q` query heads of up to
+  // `max_head_dim`, and rows that see up to `max_positions` positions.
+  void Reserve(int threads, int max_heads_q, int max_head_dim, int64_t max_positions);
+
+ private:
+  friend void Attend(const AttentionShape&, const AttentionRow*, int, AttentionScratch&,
+                     ThreadPool&);
+  float* scores(int thread) { return scores_.data() + static_cast<size_t>(thread) * per_thread_; }
+  void Ensure(int threads, size_t per_thread, size_t partial);
+
+  std::vector<float> scores_;  // [threads][per_thread_]
+  size_t per_thread_ = 0;
+  std::vector<float> partial_;  // split decode: [run][split][head in run][max, sum, out[hd]]
+};
+
+// Computes rows[i].out for every row, using the pool's threads.
+void Attend(const AttentionShape& shape, const AttentionRow* rows, int n_rows,
+            AttentionScratch& scratch, ThreadPool& pool);
+
+}  // namespace g4
