@@ -1,6 +1,7 @@
 // Chat-template rendering speed: a 20-turn conversation with three tools (nested parameter
 // schemas, tool calls and results, reasoning) through src/template/testdata/gemma4_style.jinja,
-// a template in the style of Gemma-4's (recursive macros, dictsort, namespaces).
+// a template in the style of Gemma-4's (recursive macros, dictsort, namespaces), and the same
+// conversation as a request through the chat-template component.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <sstream>
 
 #include "template/template.h"
+#include "tokenizer/chat_template.h"
 
 namespace g4 {
 namespace {
@@ -68,6 +70,43 @@ void BM_TemplateRender20TurnsWithTools(benchmark::State& state) {
   state.counters["prompt_bytes"] = static_cast<double>(bytes);
 }
 BENCHMARK(BM_TemplateRender20TurnsWithTools)->Unit(benchmark::kMicrosecond);
+
+// The whole chat path of a request: the OpenAI body (tool-call arguments as JSON strings, as
+// clients send them) through the chat-template component (tokenizer/chat_template.h), with g4's
+// Gemma-4-format test template, or the template file in G4_BENCH_CHAT_TEMPLATE (e.g. a real one).
+void BM_ChatTemplateRender20TurnsWithTools(benchmark::State& state) {
+  const char* override_path = std::getenv("G4_BENCH_CHAT_TEMPLATE");
+  const char* env = std::getenv("G4_SOURCE_DIR");
+  std::ifstream in(override_path && *override_path
+                       ? std::string(override_path)
+                       : std::string(env && *env ? env : G4_SOURCE_DIR) + "/tests/templates/gemma4_g4_small.jinja");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto tmpl = ChatTemplate::FromSource(text.str(), ChatTemplateSource::kFile, {{"bos_token", "<bos>"}});
+  if (!tmpl.ok()) {
+    state.SkipWithError(tmpl.status().message().c_str());
+    return;
+  }
+  auto context = Conversation();
+  ChatTemplateRequest request;
+  for (auto& m : context["messages"])
+    if (m.contains("tool_calls"))
+      for (auto& call : m["tool_calls"]) call["function"]["arguments"] = call["function"]["arguments"].dump();
+  request.messages = context["messages"];
+  request.tools = context["tools"];
+  size_t bytes = 0;
+  for (auto _ : state) {
+    auto out = tmpl->Render(request);
+    if (!out.ok()) {
+      state.SkipWithError(out.status().message().c_str());
+      return;
+    }
+    bytes = out->size();
+    benchmark::DoNotOptimize(out);
+  }
+  state.counters["prompt_bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(BM_ChatTemplateRender20TurnsWithTools)->Unit(benchmark::kMicrosecond);
 
 void BM_TemplateParse(benchmark::State& state) {
   const std::string source = ReadTemplate();

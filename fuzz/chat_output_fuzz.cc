@@ -11,6 +11,7 @@
 
 #include "fuzz_util.h"
 #include "tokenizer/chat_gemma4.h"
+#include "tokenizer/chat_template.h"
 
 namespace {
 
@@ -73,6 +74,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   auto args = g4::ParseGemma4Arguments(text);
   if (args.ok()) (void)args->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  (void)g4::DetectChatTemplate(std::string(text));
+  auto repaired = g4::ParseGemma4ArgumentsLenient(text);
+  if (repaired.ok()) (void)repaired->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  (void)g4::DetectChatTemplateVersion(std::string(text));
   return 0;
 }

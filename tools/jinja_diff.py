@@ -8,6 +8,8 @@ Writes one JSON object per line: {"name", "template", "context", "expected"} or
 case with g4 and requires byte-identical output, or an error where Jinja2 raised.
 
   tools/jinja_diff.py --emit cases.jsonl [--templates DIR] [--conversations N] [--seed S]
+  tools/jinja_diff.py --emit-requests cases.jsonl [...]   (whole chat-completions bodies, rendered
+      as transformers + vLLM would: the oracle of ChatTemplateDiff.*)
 
 Templates: the feature corpus below, src/template/testdata/*.jinja (other model families), and,
 with --templates, every file in DIR (e.g. real Gemma-4 chat templates) x N conversations.
@@ -211,6 +213,91 @@ def conversation(rng):
     return ctx
 
 
+# What the C++ side writes into the test checkpoint's tokenizer_config.json: the special tokens
+# transformers passes to the template (eos in AddedToken form, as real configs have it).
+TOKENIZER_CONFIG = {"bos_token": "<bos>", "eos_token": {"content": "<eos>", "special": True}, "pad_token": "<pad>",
+                    "unk_token": "<unk>"}
+SPECIAL_TOKENS = {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}
+
+
+def request_body(rng, ctx):
+    """An OpenAI chat-completions body holding the conversation `ctx`, with the knobs a client sets."""
+    body = {"model": "g4", "messages": ctx["messages"]}
+    if "tools" in ctx:
+        body["tools"] = ctx["tools"]
+        r = rng.random()
+        if r < 0.15:
+            body["tool_choice"] = "none"
+        elif r < 0.3 and ctx["tools"]:
+            body["tool_choice"] = {"type": "function", "function": {"name": rng.choice(ctx["tools"])["function"]["name"]}}
+        elif r < 0.5:
+            body["tool_choice"] = rng.choice(["auto", "required"])
+    kwargs = {k: ctx[k] for k in ("enable_thinking", "preserve_thinking") if k in ctx}
+    if rng.random() < 0.2:
+        kwargs["custom_flag"] = rng.choice([True, "text", 3])
+    if kwargs:
+        body["chat_template_kwargs"] = kwargs
+    elif rng.random() < 0.2:
+        body["reasoning_effort"] = rng.choice(["none", "low", "high"])
+    if not ctx["add_generation_prompt"]:
+        body["add_generation_prompt"] = False
+    return body
+
+
+def oracle_context(body):
+    """The template context transformers' apply_chat_template builds for `body` as vLLM serves it:
+    JSON-string tool-call arguments parsed into objects, tools unless tool_choice is "none" (a
+    named choice keeps that tool), special tokens, then chat_template_kwargs."""
+    messages = json.loads(json.dumps(body["messages"]))
+    for m in messages:
+        for call in m.get("tool_calls") or []:
+            if isinstance(call["function"].get("arguments"), str):
+                try:
+                    call["function"]["arguments"] = json.loads(call["function"]["arguments"])
+                except ValueError:
+                    pass
+    tools = body.get("tools") or None
+    choice = body.get("tool_choice")
+    if choice == "none":
+        tools = None
+    elif isinstance(choice, dict) and tools:
+        tools = [t for t in tools if t["function"]["name"] == choice["function"]["name"]][:1]
+    kwargs = dict(body.get("chat_template_kwargs", {}))
+    effort = body.get("reasoning_effort")
+    if effort and "enable_thinking" not in kwargs:
+        kwargs["enable_thinking"] = effort not in ("none", "minimal")
+    ctx = dict(messages=messages, tools=tools, documents=None,
+               add_generation_prompt=body.get("add_generation_prompt", True), **SPECIAL_TOKENS)
+    ctx.update(kwargs)
+    return ctx
+
+
+def emit_requests(args, env, here):
+    """Cases for the chat-template component (ChatTemplateDiff.*): whole request bodies."""
+    files = sorted(glob.glob(os.path.join(here, "..", "tests", "templates", "*.jinja")))
+    files += sorted(glob.glob(os.path.join(here, "..", "src", "template", "testdata", "*.jinja")))
+    if args.templates:
+        files += sorted(glob.glob(os.path.join(args.templates, "*")))
+    rng = random.Random(args.seed)
+    bodies = [request_body(rng, conversation(rng)) for _ in range(args.conversations)]
+    # A tool-call argument string that is not JSON stays a string on both sides.
+    bodies.append({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": "not json"}}]}]})
+    cases = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+        for i, body in enumerate(bodies):
+            cases.append(dict(name=f"{os.path.basename(path)}#{i}", template_file=os.path.abspath(path), body=body,
+                              **render(env, source, oracle_context(body))))
+    with open(args.emit_requests, "w", encoding="utf-8") as out:
+        out.write(json.dumps({"tokenizer_config": TOKENIZER_CONFIG}) + "\n")
+        for case in cases:
+            out.write(json.dumps(case, ensure_ascii=False) + "\n")
+    errors = sum(1 for c in cases if "error" in c)
+    print(f"{len(cases)} request cases ({errors} where Jinja2 raises) from {len(files)} templates", file=sys.stderr)
+
+
 _compiled = {}
 
 
@@ -225,13 +312,18 @@ def render(env, template, context):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--emit", required=True)
+    ap.add_argument("--emit", help="engine cases: template + context")
+    ap.add_argument("--emit-requests", help="component cases: template file + chat-completions body")
     ap.add_argument("--templates", help="directory of extra templates (e.g. real Gemma-4 chat templates)")
     ap.add_argument("--conversations", type=int, default=60)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     env = make_env()
     here = os.path.dirname(os.path.abspath(__file__))
+    if args.emit_requests:
+        return emit_requests(args, env, here)
+    if not args.emit:
+        ap.error("give --emit or --emit-requests")
     cases = []
     for i, t in enumerate(FEATURE_TEMPLATES):
         cases.append(dict(name=f"feature_{i}", template=t, context=FEATURE_CONTEXT, **render(env, t, FEATURE_CONTEXT)))

@@ -16,6 +16,7 @@
 #include "model/loader.h"
 #include "runtime/generate.h"
 #include "tokenizer/chat_gemma4.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace g4::cli {
@@ -103,25 +104,22 @@ int RunChat(int argc, char** argv) {
   if (!model.ok()) return Fail("chat", model.status());
   const ModelPlan& plan = (*model)->plan();
   if (plan.config.max_position_embeddings > 0) ctx = std::min(ctx, plan.config.max_position_embeddings);
-  Gemma4ChatOptions chat_options;
-  chat_options.enable_thinking = thinking;
-  if (auto tmpl = ReadModelTextFile(model_dir, "chat_template.jinja"); tmpl.ok()) {
-    ChatTemplateInfo info = DetectChatTemplate(*tmpl);
-    chat_options.features = info.features;
-    if (!info.known) std::fprintf(stderr, "warning: %s\n", info.warning.c_str());
-  }
+  auto chat_template = ChatTemplate::Load(model_dir);
+  if (!chat_template.ok()) return Fail("chat", chat_template.status());
+  ChatTemplateRequest chat_request;
+  if (thinking) chat_request.kwargs["enable_thinking"] = true;
 
   const int chunk = 64;
   KvCache cache(plan, ctx, chunk);
   std::vector<int> cached;  // the tokens the cache holds, in order
-  nlohmann::json messages = nlohmann::json::array();
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   if (!system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", system_prompt}});
   std::vector<int> stop_ids = plan.config.eos_token_ids;
   for (int id : Gemma4StopTokenIds(**tokenizer))
     if (std::find(stop_ids.begin(), stop_ids.end(), id) == stop_ids.end()) stop_ids.push_back(id);
 
-  std::fprintf(stderr, "g4 chat: %s (%d layers, context %d). /reset starts over, /quit leaves.\n",
-               model_dir.c_str(), plan.n_layers(), ctx);
+  std::fprintf(stderr, "g4 chat: %s (%d layers, context %d; chat template: %s). /reset starts over, /quit leaves.\n",
+               model_dir.c_str(), plan.n_layers(), ctx, chat_template->Describe().c_str());
   std::string line;
   while (true) {
     std::printf("\n> ");
@@ -129,7 +127,7 @@ int RunChat(int argc, char** argv) {
     if (!std::getline(std::cin, line)) break;
     if (line == "/quit" || line == "/exit") break;
     if (line == "/reset") {
-      messages = nlohmann::json::array();
+      messages = nlohmann::ordered_json::array();
       if (!system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", system_prompt}});
       cache.Reset();
       cached.clear();
@@ -138,13 +136,14 @@ int RunChat(int argc, char** argv) {
     }
     if (line.empty()) continue;
     messages.push_back({{"role", "user"}, {"content", line}});
-    auto text = RenderGemma4Chat(messages, nlohmann::json(), chat_options);
+    chat_request.messages = messages;
+    auto text = chat_template->Render(chat_request);
     if (!text.ok()) {
       std::fprintf(stderr, "error: %s\n", text.status().message().c_str());
       messages.erase(messages.end() - 1);
       continue;
     }
-    std::vector<int> ids = (*tokenizer)->Encode(*text);
+    std::vector<int> ids = (*tokenizer)->Encode(*text);  // the template writes <bos> itself
     // Keep the longest common prefix that the cache can rewind to; prefill the rest.
     const size_t keep = KeepCommonPrefix(cache, cached, ids);
     if (static_cast<int>(ids.size()) + 1 >= ctx) {
@@ -173,7 +172,7 @@ int RunChat(int argc, char** argv) {
     // The cache holds the last generated token only if it was fed back (not when it ended the turn).
     cached.resize(static_cast<size_t>(cache.n_past()));
     ChatOutput parsed = ParseGemma4Output(raw);
-    nlohmann::json reply = {{"role", "assistant"}, {"content", parsed.content}};
+    nlohmann::ordered_json reply = {{"role", "assistant"}, {"content", parsed.content}};
     messages.push_back(reply);
     std::fprintf(stderr, "\n[%zu tokens, %.1f tok/s%s]", result->tokens.size(),
                  result->tokens.size() > 1 ? (result->tokens.size() - 1) / std::max(1e-9, result->decode_seconds) : 0.0,

@@ -26,7 +26,7 @@
 #include "reference/reference.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
-#include "tokenizer/chat_gemma4.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace g4::cli {
@@ -295,19 +295,23 @@ bool CheckTensors(const std::string& dir, const ModelPlan& plan, Report& r) {
 // --- chat template -----------------------------------------------------------------------------
 
 void CheckChatTemplate(const std::string& dir, Report& r) {
-  auto text = ReadFileToString(dir + "/chat_template.jinja");
-  if (!text.ok()) {
-    r.Add(Level::kWarn, "chat template", "no chat_template.jinja: g4 renders its built-in Gemma-4 template (newest "
-                                         "revision); if this model's own template differs, greedy outputs differ");
+  auto tmpl = ChatTemplate::Load(dir);
+  if (!tmpl.ok()) {
+    r.Add(Level::kFail, "chat template", tmpl.status().message());
     return;
   }
-  ChatTemplateInfo info = DetectChatTemplate(*text);
-  if (info.revision == "gemma3")
-    r.Add(Level::kFail, "chat template", info.warning);
-  else if (!info.known)
-    r.Add(Level::kWarn, "chat template", info.warning);
-  else
-    r.Add(Level::kOk, "chat template", Str("revision ", info.revision, " (", info.features_found, ")"));
+  const std::string& version = tmpl->version();
+  if (tmpl->source() == ChatTemplateSource::kBuiltIn) {
+    r.Add(Level::kWarn, "chat template",
+          "none shipped (no chat_template.jinja, no tokenizer_config.json chat_template): g4 renders its built-in "
+          "Gemma-4 format; if this model was trained on another, outputs differ");
+  } else if (version == "gemma3") {
+    r.Add(Level::kFail, "chat template", Str(tmpl->Describe(), ": a Gemma-3 template (<start_of_turn>), not Gemma-4's format"));
+  } else if (version == "unknown/custom") {
+    r.Add(Level::kWarn, "chat template", Str(tmpl->Describe(), ": not a known Gemma-4 version; g4 renders it as shipped"));
+  } else {
+    r.Add(Level::kOk, "chat template", Str(tmpl->Describe(), ", rendered as shipped"));
+  }
 }
 
 // --- memory ------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@
 #include "model/plan.h"
 #include "model/rank_plan.h"
 #include "model/weights.h"
-#include "tokenizer/chat_gemma4.h"
+#include "tokenizer/chat_template.h"
 
 namespace g4::cli {
 namespace {
@@ -82,13 +82,10 @@ int RunInspect(int argc, char** argv) {
     for (int id : c.suppress_tokens) std::printf(" %d", id);
   }
   std::printf("\n");
-  if (auto tmpl = ReadFileToString(model_dir + "/chat_template.jinja"); tmpl.ok()) {
-    ChatTemplateInfo info = DetectChatTemplate(*tmpl);
-    std::printf("chat template: %s%s (%s)\n", info.revision.c_str(), info.known ? "" : " [unknown]",
-                info.features_found.c_str());
-    if (!info.known) std::printf("warning: %s\n", info.warning.c_str());
+  if (auto tmpl = ChatTemplate::Load(model_dir); tmpl.ok()) {
+    std::printf("chat template: %s\n", tmpl->Describe().c_str());
   } else {
-    std::printf("chat template: none shipped (chat_template.jinja absent); g4 uses its built-in Gemma-4 format\n");
+    std::printf("chat template: error: %s\n", tmpl.status().message().c_str());
   }
   std::printf("\n%s\n", FormatPlan(*plan).c_str());
 

@@ -11,7 +11,7 @@
 #include "model/forward.h"
 #include "model/loader.h"
 #include "runtime/generate.h"
-#include "tokenizer/chat_gemma4.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace g4::cli {
@@ -50,10 +50,12 @@ int RunRun(int argc, char** argv) {
   if (!ids_text.empty()) {
     prompt = ParseIdList(ids_text);
   } else if (chat) {
-    Gemma4ChatOptions chat_options;
-    chat_options.enable_thinking = thinking;
-    auto text = RenderGemma4Chat(nlohmann::json::array({{{"role", "user"}, {"content", prompt_text}}}),
-                                 nlohmann::json(), chat_options);
+    auto chat_template = ChatTemplate::Load(model_dir);
+    if (!chat_template.ok()) return Fail("run", chat_template.status());
+    ChatTemplateRequest chat_request;
+    chat_request.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", prompt_text}}});
+    if (thinking) chat_request.kwargs["enable_thinking"] = true;
+    auto text = chat_template->Render(chat_request);
     if (!text.ok()) return Fail("run", text.status());
     prompt = (*tokenizer)->Encode(*text);  // the template writes <bos> itself
   } else {

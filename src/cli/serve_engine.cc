@@ -1,5 +1,7 @@
 #include "cli/serve_engine.h"
 
+#include <optional>
+
 #include "io/pack.h"
 #include "kernels/weight_matrix.h"
 #include "model/communicator.h"
@@ -8,7 +10,7 @@
 #include "parallel/mpi_communicator.h"
 #include "parallel/tp_serve.h"
 #include "server/log.h"
-#include "tokenizer/chat_gemma4.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace g4::cli {
@@ -21,7 +23,7 @@ class LoadedEngine : public ServingEngine {
   Scheduler& scheduler() override { return *scheduler_; }
   const EngineInfo& info() const override { return info_; }
   const Tokenizer& tokenizer() const override { return *tokenizer_; }
-  const Gemma4TemplateFeatures& chat_features() const override { return chat_features_; }
+  const ChatTemplate& chat_template() const override { return *chat_template_; }
 
   Status CheckUnchanged() const override {
     const auto& store = model_->weights().store;
@@ -47,7 +49,7 @@ class LoadedEngine : public ServingEngine {
   bool tp_stopped_ = false;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
-  Gemma4TemplateFeatures chat_features_;
+  std::optional<ChatTemplate> chat_template_;
   EngineInfo info_;
   std::unique_ptr<Scheduler> scheduler_;
 };
@@ -69,13 +71,10 @@ Result<std::unique_ptr<ServingEngine>> LoadServingEngine(const ServeModelOptions
   }
   // MODEL may be a directory or a `g4 pack` artifact: small files are read through io/pack.
   G4_ASSIGN_OR_RETURN(engine->tokenizer_, LoadModelTokenizer(model.model_dir));
-  // The template revision decides small prompt details (thinking marker, empty thought channel).
-  if (ModelHasFile(model.model_dir, "chat_template.jinja")) {
-    G4_ASSIGN_OR_RETURN(std::string text, ReadModelTextFile(model.model_dir, "chat_template.jinja"));
-    const ChatTemplateInfo info = DetectChatTemplate(text);
-    engine->chat_features_ = info.features;
-    ServerLog(Str("chat template: ", info.revision, info.known ? "" : " (" + info.warning + ")"));
-  }
+  // The checkpoint's own chat template (an artifact carries the one it was packed with).
+  G4_ASSIGN_OR_RETURN(ChatTemplate chat_template, ChatTemplate::Load(model.model_dir));
+  ServerLog(Str("chat template: ", chat_template.Describe()));
+  engine->chat_template_.emplace(std::move(chat_template));
   const ModelPlan& plan = engine->model_->plan();
   EngineInfo& info = engine->info_;
   info.vocab = plan.vocab;

@@ -17,7 +17,7 @@ namespace g4 {
 
 // Declared here so that runtime does not depend on the tokenizer; the server includes both.
 class Tokenizer;
-struct Gemma4TemplateFeatures;
+class ChatTemplate;
 
 struct EngineInfo {
   int vocab = 0;
@@ -35,8 +35,8 @@ class ServingEngine {
   virtual Scheduler& scheduler() = 0;
   virtual const EngineInfo& info() const = 0;
   virtual const Tokenizer& tokenizer() const = 0;
-  // From the checkpoint's chat_template.jinja (defaults when it has none).
-  virtual const Gemma4TemplateFeatures& chat_features() const = 0;
+  // The checkpoint's chat template (tokenizer/chat_template.h), parsed once at load.
+  virtual const ChatTemplate& chat_template() const = 0;
   // Not OK once a mapped checkpoint file was replaced or rewritten on disk: serving on would read
   // a stale or vanishing mapping (one stat per shard; called per request).
   virtual Status CheckUnchanged() const = 0;

@@ -22,7 +22,9 @@ class ChatOutputSplitter {
  public:
   // forced_call: the output was forced to open a tool call (tool_choice "required" or a named
   // function), so a call whose arguments do not parse is still a call (see Gemma4OutputParser).
-  explicit ChatOutputSplitter(bool forced_call = false) : parser_(forced_call) {}
+  // in_thought: the prompt ended in an open thought channel (PromptOpensThought).
+  explicit ChatOutputSplitter(bool forced_call = false, bool in_thought = false)
+      : parser_(forced_call, in_thought) {}
   // Feed the generated text as it comes (decoded with special tokens kept, stop token excluded).
   ChatDelta Add(std::string_view text);
   ChatDelta Finish();

@@ -340,7 +340,7 @@ bool CheckKnownFields(Reader& r, const json& j, ApiRoute route) {
   static const std::set<std::string> kChat = {"messages", "max_completion_tokens", "logprobs", "top_logprobs",
                                               "tools", "tool_choice", "parallel_tool_calls", "functions",
                                               "function_call", "response_format", "chat_template_kwargs",
-                                              "reasoning_effort"};
+                                              "reasoning_effort", "add_generation_prompt"};
   static const std::set<std::string> kCompletion = {"prompt", "logprobs", "echo", "best_of", "suffix"};
   static const std::set<std::string> kGenerate = {"prompt", "max_new_tokens", "raw"};
   for (const auto& [key, value] : j.items()) {
@@ -442,13 +442,15 @@ bool ParseChatFields(Reader& r, ApiRequest* out) {
   if (r.Has("chat_template_kwargs")) {
     const json& k = r.Get("chat_template_kwargs");
     if (!k.is_object()) return r.Fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-    for (const auto& [key, value] : k.items()) {
-      if (key != "enable_thinking")
-        return r.Fail("chat_template_kwargs", Str("unsupported chat_template_kwargs field '", key, "'"));
-      if (!value.is_boolean())
+    // Passed to the template as they are (preserve_thinking, anything a template reads);
+    // enable_thinking is checked because the server reads it too.
+    if (k.contains("enable_thinking")) {
+      if (!k["enable_thinking"].is_boolean())
         return r.Fail("chat_template_kwargs", "'chat_template_kwargs.enable_thinking' must be a boolean");
-      out->enable_thinking = value.get<bool>();
+      out->enable_thinking = k["enable_thinking"].get<bool>();
     }
+    if (k.contains("messages") || k.contains("tools"))
+      return r.Fail("chat_template_kwargs", "'chat_template_kwargs' may not set 'messages' or 'tools'");
   }
   if (r.Has("reasoning_effort")) {
     std::string effort;
@@ -463,6 +465,21 @@ bool ParseChatFields(Reader& r, ApiRequest* out) {
   }
   if (r.Has("parallel_tool_calls") && !r.Get("parallel_tool_calls").is_boolean())
     return r.Fail("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+  bool add_generation_prompt = true;
+  if (!r.Bool("add_generation_prompt", &add_generation_prompt)) return false;
+  return true;
+}
+
+// What the chat template sees (ChatTemplateRequestFromBody): the body re-read with its key order
+// kept, since Python dicts keep it and templates print dicts in that order. The body was
+// validated above, so this only fails on what validation let through.
+bool BuildTemplateRequest(const std::string& body, ApiRequest* out, ApiError* error) {
+  auto request = ChatTemplateRequestFromBody(nlohmann::ordered_json::parse(body, nullptr, false));
+  if (!request.ok()) {
+    *error = MakeApiError(400, request.status().message(), "invalid_request_error", "", "messages");
+    return false;
+  }
+  out->chat_template = std::move(*request);
   return true;
 }
 
@@ -503,11 +520,14 @@ bool ParseApiRequest(ApiRoute route, const std::string& body, const ApiLimits& l
   if (!ParseLimitsAndStream(r, route, limits, out)) return false;
   if (route == ApiRoute::kChat) {
     if (!ParseChatFields(r, out)) return false;
+    if (!BuildTemplateRequest(body, out, error)) return false;
   } else {
     if (!ParsePrompt(r, route, limits.vocab, out)) return false;
   }
   if (route == ApiRoute::kCompletion && !ParseCompletionFields(r, out)) return false;
   if (route == ApiRoute::kGenerate && !r.Bool("raw", &out->raw)) return false;
+  if (route == ApiRoute::kGenerate)
+    out->chat_template.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", out->prompt_text}}});
   return true;
 }
 

@@ -12,6 +12,7 @@
 
 #include "runtime/sampler.h"
 #include "runtime/serving_engine.h"  // GenerationDefaults
+#include "tokenizer/chat_template.h"
 
 namespace g4 {
 
@@ -42,6 +43,8 @@ struct ApiRequest {
   // with a call to one of `tools` (a named choice leaves only that tool in `tools`).
   bool tool_call_forced = false;
   bool enable_thinking = false;
+  // What the chat template renders (chat; /generate without raw: one user message).
+  ChatTemplateRequest chat_template;
 
   // Completion / generate: text, or token ids (completion only).
   std::string prompt_text;

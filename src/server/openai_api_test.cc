@@ -62,6 +62,35 @@ TEST(OpenAiApi, ChatFieldsAreRead) {
   EXPECT_EQ(r.messages.size(), 2u);
 }
 
+// What the chat template gets: the body in the client's key order, kwargs passed through,
+// tools as the server decided, /generate as one user message.
+TEST(OpenAiApi, TheTemplateSeesTheRequestAsSent) {
+  ApiRequest r;
+  ApiError e;
+  const std::string body = R"({"messages":[{"role":"user","content":"hi","zeta":1,"alpha":2}],
+    "tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g"}}],
+    "tool_choice":{"type":"function","function":{"name":"g"}},
+    "chat_template_kwargs":{"preserve_thinking":true,"custom":[1,"x"]},"reasoning_effort":"high",
+    "add_generation_prompt":false})";
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kChat, body, Limits(), &r, &e)) << e.message;
+  const ChatTemplateRequest& t = r.chat_template;
+  EXPECT_EQ(t.messages.dump(), R"([{"role":"user","content":"hi","zeta":1,"alpha":2}])");
+  EXPECT_EQ(t.tools.dump(), R"([{"type":"function","function":{"name":"g"}}])");
+  EXPECT_EQ(t.kwargs.dump(), R"({"preserve_thinking":true,"custom":[1,"x"],"enable_thinking":true})");
+  EXPECT_FALSE(t.add_generation_prompt);
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kChat, R"({"messages":[{"role":"user","content":"x"}],
+    "tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"none"})", Limits(), &r, &e));
+  EXPECT_TRUE(r.chat_template.tools.is_null());
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kGenerate, R"({"prompt":"p"})", Limits(), &r, &e));
+  EXPECT_EQ(r.chat_template.messages.dump(), R"([{"role":"user","content":"p"}])");
+  ExpectError(ApiRoute::kChat, R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"enable_thinking":1}})",
+              "chat_template_kwargs");
+  ExpectError(ApiRoute::kChat, R"({"messages":[{"role":"user","content":"x"}],"chat_template_kwargs":{"messages":[]}})",
+              "chat_template_kwargs");
+  ExpectError(ApiRoute::kChat, R"({"messages":[{"role":"user","content":"x"}],"add_generation_prompt":"yes"})",
+              "add_generation_prompt");
+}
+
 TEST(OpenAiApi, DefaultsComeFromTheCheckpointAndGenerateIsGreedy) {
   ApiRequest r;
   ApiError e;

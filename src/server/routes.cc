@@ -12,6 +12,7 @@
 #include "server/http_transport.h"
 #include "server/openai_response.h"
 #include "tokenizer/chat_gemma4.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace g4 {
@@ -56,21 +57,18 @@ std::vector<std::vector<int>> ForcedCallPrefixes(const Tokenizer& tok, const Api
 }
 
 // Tokenizes the request into prompt ids, or fails with a 400.
+// *in_thought: the rendered prompt leaves the model inside a thought channel.
 bool BuildPrompt(ServerState& s, ServingEngine& engine, const ApiRequest& r, std::vector<int>* ids,
-                 ApiError* error) {
+                 bool* in_thought, ApiError* error) {
   const Tokenizer& tok = engine.tokenizer();
   if (r.route == ApiRoute::kChat || (r.route == ApiRoute::kGenerate && !r.raw)) {
-    json messages = r.messages;
-    if (r.route == ApiRoute::kGenerate) messages = json::array({{{"role", "user"}, {"content", r.prompt_text}}});
-    Gemma4ChatOptions chat;
-    chat.enable_thinking = r.enable_thinking;
-    chat.features = engine.chat_features();
-    auto text = RenderGemma4Chat(messages, r.tools_enabled ? r.tools : json(nullptr), chat);
+    auto text = engine.chat_template().Render(r.chat_template);
     if (!text.ok()) {
       *error = MakeApiError(400, text.status().message(), "invalid_request_error", "", "messages");
       return false;
     }
-    *ids = tok.Encode(*text, /*add_bos=*/false);
+    *ids = tok.Encode(*text, /*add_bos=*/false);  // the template writes {{ bos_token }} itself
+    *in_thought = PromptOpensThought(*text);
   } else if (r.has_prompt_ids) {
     *ids = r.prompt_ids;
   } else {
@@ -89,7 +87,7 @@ bool BuildPrompt(ServerState& s, ServingEngine& engine, const ApiRequest& r, std
 }
 
 std::shared_ptr<Exchange> NewExchange(ServerState& s, ServingEngine& engine, const ApiRequest& r,
-                                      const std::string& path) {
+                                      const std::string& path, bool in_thought) {
   auto ex = std::make_shared<Exchange>();
   ex->route = r.route;
   ex->path = path;
@@ -109,7 +107,7 @@ std::shared_ptr<Exchange> NewExchange(ServerState& s, ServingEngine& engine, con
   // Chat output keeps the protocol markers for the splitter; raw completions drop special tokens.
   ex->decoder = std::make_unique<IncrementalDecoder>(engine.tokenizer(), /*skip_special=*/!ex->chat_output);
   ex->stop = std::make_unique<StopMatcher>(r.stop);
-  ex->splitter = ChatOutputSplitter(/*forced_call=*/r.tool_call_forced);
+  ex->splitter = ChatOutputSplitter(/*forced_call=*/r.tool_call_forced, in_thought);
   return ex;
 }
 
@@ -189,11 +187,12 @@ void HandleGeneration(ServerState& s, ApiRoute route, const httplib::Request& re
     return SendError(res, error);
   }
   std::vector<int> prompt;
-  if (!BuildPrompt(s, engine, r, &prompt, &error)) {
+  bool in_thought = false;
+  if (!BuildPrompt(s, engine, r, &prompt, &in_thought, &error)) {
     s.metrics.CountError(error.code.empty() ? "invalid_request" : error.code);
     return SendError(res, error);
   }
-  std::shared_ptr<Exchange> ex = NewExchange(s, engine, r, req.path);
+  std::shared_ptr<Exchange> ex = NewExchange(s, engine, r, req.path, in_thought);
   SequenceRequest seq;
   if (!BuildSequence(s, engine, r, std::move(prompt), ex, &seq, &error)) {
     s.metrics.CountError("invalid_request");
@@ -223,6 +222,23 @@ void HandleTokenize(ServerState& s, const httplib::Request& req, httplib::Respon
     }
   }
   SendJson(res, 200, {{"tokens", tokens}});
+}
+
+// llama-server's /apply-template: the prompt a chat-completions body renders to, not generated.
+void HandleApplyTemplate(ServerState& s, const httplib::Request& req, httplib::Response& res) {
+  ServingEngine& engine = *s.engine.load();
+  ApiRequest r;
+  ApiError error;
+  if (!ParseApiRequest(ApiRoute::kChat, req.body, s.limits, &r, &error)) {
+    s.metrics.CountError("invalid_request");
+    return SendError(res, error);
+  }
+  auto text = engine.chat_template().Render(r.chat_template);
+  if (!text.ok()) {
+    s.metrics.CountError("invalid_request");
+    return SendError(res, MakeApiError(400, text.status().message(), "invalid_request_error", "", "messages"));
+  }
+  SendJson(res, 200, {{"prompt", *text}});
 }
 
 void HandleDetokenize(ServerState& s, const httplib::Request& req, httplib::Response& res) {
@@ -301,6 +317,7 @@ void RegisterRoutes(httplib::Server& svr, ServerState& s) {
     post(path, [&s, route = route](const auto& req, auto& res) { HandleGeneration(s, route, req, res); });
   post("/tokenize", [&s](const auto& req, auto& res) { HandleTokenize(s, req, res); });
   post("/detokenize", [&s](const auto& req, auto& res) { HandleDetokenize(s, req, res); });
+  post("/apply-template", [&s](const auto& req, auto& res) { HandleApplyTemplate(s, req, res); });
   get("/v1/models", [&s](const auto&, auto& res) { HandleModels(s, res); });
   get("/health", [&s](const auto&, auto& res) { HandleHealth(s, res); });
   get("/v1/health", [&s](const auto&, auto& res) { HandleHealth(s, res); });

@@ -80,6 +80,7 @@ struct Node {
   std::vector<ExprPtr> conditions;   // kIf
   std::vector<Body> bodies;          // kIf branches; others use bodies[0]
   Body else_body;                    // kIf, kFor
+  bool uses_loop = true;             // kFor: the body mentions `loop` (else no loop object is built)
   bool catch_varargs = false;        // kMacro: extra arguments land in varargs / kwargs
   bool catch_kwargs = false;
 };

@@ -182,7 +182,7 @@ Result<Interpreter::Flow> Interpreter::ExecFor(const Node& node, const ScopePtr&
     else_scope->parent = scope;
     return Exec(node.else_body, else_scope, out);
   }
-  const Value* outer_loop = scope->Find("loop");
+  const Value* outer_loop = node.uses_loop ? scope->Find("loop") : nullptr;
   int depth = 1;
   if (outer_loop && outer_loop->is_dict()) {
     if (const Value* d = outer_loop->dict().FindString("depth"); d && d->is_int()) depth = static_cast<int>(d->as_int()) + 1;
@@ -192,7 +192,7 @@ Result<Interpreter::Flow> Interpreter::ExecFor(const Node& node, const ScopePtr&
     auto iteration = std::make_shared<Scope>();
     iteration->parent = scope;
     G4_RETURN_IF_ERROR(Assign(node.targets, items[i], *iteration, node.line));
-    iteration->vars["loop"] = MakeLoop(items, i, depth);
+    if (node.uses_loop) iteration->vars["loop"] = MakeLoop(items, i, depth);
     G4_ASSIGN_OR_RETURN(Flow flow, Exec(node.bodies[0], iteration, out));
     if (flow == Flow::kBreak) break;
   }

@@ -8,6 +8,32 @@
 namespace g4::jinja {
 namespace {
 
+// Whether a name appears anywhere in an expression or a body (nested bodies included): a for
+// loop builds its `loop` object only when its body can read it, which most loops never do.
+bool Mentions(const Expr* e, const std::string& name) {
+  if (!e) return false;
+  if (e->kind == ExprKind::kName && e->name == name) return true;
+  for (const ExprPtr& child : e->children)
+    if (Mentions(child.get(), name)) return true;
+  for (const auto& [key, value] : e->kwargs)
+    if (Mentions(value.get(), name)) return true;
+  return false;
+}
+
+bool Mentions(const Body& body, const std::string& name) {
+  for (const NodePtr& node : body) {
+    if (Mentions(node->expr.get(), name) || Mentions(node->filter.get(), name) || Mentions(node->else_body, name))
+      return true;
+    for (const ExprPtr& condition : node->conditions)
+      if (Mentions(condition.get(), name)) return true;
+    for (const Body& inner : node->bodies)
+      if (Mentions(inner, name)) return true;
+    for (const MacroParam& param : node->params)
+      if (Mentions(param.default_value.get(), name)) return true;
+  }
+  return false;
+}
+
 ExprPtr MakeExpr(ExprKind kind, int line) {
   auto e = std::make_unique<Expr>();
   e->kind = kind;
@@ -154,6 +180,7 @@ class Parser {
       --loop_depth_;
       if (!loop_body.ok()) return loop_body.status();
       node->bodies[0] = std::move(loop_body).value();
+      node->uses_loop = Mentions(node->bodies[0], "loop");
       if (found == "else") {
         G4_RETURN_IF_ERROR(Expect(TokenType::kBlockEnd, "'%}'"));
         G4_ASSIGN_OR_RETURN(node->else_body, ParseBody({"endfor"}, &found));

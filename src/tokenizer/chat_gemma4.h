@@ -16,7 +16,8 @@
 
 namespace g4 {
 
-// The switches by which known template revisions differ (see DetectChatTemplate).
+// The switches of the built-in format, the no-template fallback (tokenizer/chat_template.h);
+// the defaults are what g4 renders when a checkpoint ships no template.
 struct Gemma4TemplateFeatures {
   // "<|think|>\n" opens the system turn when thinking is on (31B / newer) rather than "<|think|>".
   bool think_newline = true;
@@ -71,8 +72,11 @@ class Gemma4OutputParser {
   // call, with the model's argument text verbatim as `arguments` (for a forced tool_choice, where
   // the server promises a call; OpenAI's arguments are not guaranteed valid JSON either).
   // Otherwise such text stays visible as content.
-  explicit Gemma4OutputParser(bool keep_malformed_calls = false)
-      : keep_malformed_calls_(keep_malformed_calls) {}
+  // in_thought: the prompt ended inside an open thought channel ("<|channel>thought\n", as v4
+  // templates write after a tool response with thinking on), so output starts as reasoning.
+  explicit Gemma4OutputParser(bool keep_malformed_calls = false, bool in_thought = false)
+      : state_(in_thought ? State::kReasoning : State::kContent),
+        keep_malformed_calls_(keep_malformed_calls) {}
   ChatOutput Push(std::string_view text);
   ChatOutput Finish();
   bool done() const { return state_ == State::kDone; }
@@ -83,7 +87,7 @@ class Gemma4OutputParser {
   void EmitText(std::string_view text, ChatOutput* out);
   void FinishToolCall(std::string_view body, ChatOutput* out);
 
-  State state_ = State::kContent;
+  State state_;
   std::string buffer_;
   bool reasoning_header_pending_ = false;
   bool content_started_ = false;
@@ -92,24 +96,16 @@ class Gemma4OutputParser {
 
 ChatOutput ParseGemma4Output(std::string_view text);
 
+// True when a rendered prompt leaves the model inside an open thought channel.
+bool PromptOpensThought(std::string_view prompt);
+
 // Gemma's tool-call argument syntax -> JSON: {key:<|"|>text<|"|>,n:1.5,ok:true,list:[1,2],
 // obj:{k:<|"|>v<|"|>}}. Keys may be bare or <|"|>-quoted; bare values that are not numbers,
 // true/false or null/None are read as strings.
 Result<nlohmann::json> ParseGemma4Arguments(std::string_view text);
-
-// What a checkpoint's chat_template.jinja is. Keyed on text features (see chat_gemma4_template.cc):
-// "<|think|>\n" vs "<|think|>", the empty thought channel in the generation prompt,
-// reasoning_content replay, turn continuation after tool responses, `!= 'tool'` role guards,
-// and Gemma-3 markers. known=false comes with a warning naming what was found; `features` then
-// holds what was detected, for rendering anyway.
-struct ChatTemplateInfo {
-  std::string revision;  // "gemma4-base", "gemma4-interleaved", "gemma4-no-empty-thought",
-                         // "gemma3", or "unknown"
-  bool known = false;
-  std::string warning;         // empty when known
-  std::string features_found;  // human-readable list, for `g4 inspect`
-  Gemma4TemplateFeatures features;
-};
-ChatTemplateInfo DetectChatTemplate(const std::string& jinja_text);
+// The same, then a repair pass for the malformed calls models really write: 'single-quoted'
+// strings, a <|"|> string missing its closing quote, unquoted strings holding commas or spaces
+// ({city:Paris, France,days:2}), stray closing braces. The output parser reads calls with it.
+Result<nlohmann::json> ParseGemma4ArgumentsLenient(std::string_view text);
 
 }  // namespace g4

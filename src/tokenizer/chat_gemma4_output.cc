@@ -1,5 +1,6 @@
 // Gemma-4 model output -> reasoning, content and tool calls, streaming (chat_gemma4.h).
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -17,14 +18,20 @@ using namespace gemma4_chat;
 
 namespace {
 
+// lenient: the repair pass for what models really write (ParseGemma4ArgumentsLenient).
 class ArgumentParser {
  public:
-  explicit ArgumentParser(std::string_view text) : s_(text) {}
+  explicit ArgumentParser(std::string_view text, bool lenient = false) : s_(text), lenient_(lenient) {}
 
   Result<json> ParseTop() {
     SkipSpace();
     G4_ASSIGN_OR_RETURN(json value, ParseValue());
     SkipSpace();
+    // Lenient: stray closing braces after the object ("{a:1}}") are dropped.
+    while (lenient_ && pos_ < s_.size() && (s_[pos_] == '}' || s_[pos_] == ']')) {
+      ++pos_;
+      SkipSpace();
+    }
     if (pos_ != s_.size()) return Error("trailing text");
     return value;
   }
@@ -44,8 +51,41 @@ class ArgumentParser {
     pos_ += token.size();
     return true;
   }
+  // Lenient: where the next entry of the enclosing object starts (", key:"), or where the
+  // enclosing object or list closes, or npos. A value without its closing quote ends there.
+  size_t ValueEnd(size_t from) const {
+    for (size_t i = from; i < s_.size(); ++i) {
+      const char c = s_[i];
+      if (c == '}' || c == ']') {
+        size_t j = i + 1;  // only the last closer(s) of the text end a value: text may hold braces
+        while (j < s_.size() && (s_[j] == '}' || s_[j] == ']' || s_[j] == ' ' || s_[j] == '\n')) ++j;
+        if (j == s_.size() || s_[j] == ',') return i;
+      }
+      if (c == ',' && NextIsKey(i + 1)) return i;
+    }
+    return std::string_view::npos;
+  }
+  bool NextIsKey(size_t i) const {
+    while (i < s_.size() && (s_[i] == ' ' || s_[i] == '\n')) ++i;
+    if (s_.substr(i, kQuote.size()) == kQuote) {
+      const size_t close = s_.find(kQuote, i + kQuote.size());
+      return close != std::string_view::npos && s_.substr(close + kQuote.size(), 1) == ":";
+    }
+    size_t j = i;
+    while (j < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[j])) || s_[j] == '_' || s_[j] == '-')) ++j;
+    while (j < s_.size() && s_[j] == ' ') ++j;
+    return j > i && j < s_.size() && s_[j] == ':';
+  }
   Result<std::string> QuotedString() {
     size_t end = s_.find(kQuote, pos_);
+    if (end == std::string_view::npos && lenient_) {
+      // A missing closing <|"|>: the string runs to where the next entry or the object starts.
+      end = ValueEnd(pos_);
+      if (end == std::string_view::npos) end = s_.size();
+      std::string value(s_.substr(pos_, end - pos_));
+      pos_ = end;
+      return value;
+    }
     if (end == std::string_view::npos) return Error("unterminated <|\"|> string");
     std::string value(s_.substr(pos_, end - pos_));
     pos_ = end + kQuote.size();
@@ -83,11 +123,29 @@ class ArgumentParser {
       G4_ASSIGN_OR_RETURN(std::string s, JsonString());
       return json(std::move(s));
     }
+    if (lenient_ && Consume("'")) {
+      G4_ASSIGN_OR_RETURN(std::string s, SingleQuoted());
+      return json(std::move(s));
+    }
     if (Consume("{")) return ParseObject();
     if (Consume("[")) return ParseArray();
     return ParseBare();
   }
   Result<json> ParseObject() {
+    const bool outer = in_list_;
+    in_list_ = false;
+    auto obj = ParseObjectEntries();
+    in_list_ = outer;
+    return obj;
+  }
+  Result<json> ParseArray() {
+    const bool outer = in_list_;
+    in_list_ = true;
+    auto arr = ParseArrayItems();
+    in_list_ = outer;
+    return arr;
+  }
+  Result<json> ParseObjectEntries() {
     json obj = json::object();
     SkipSpace();
     if (Consume("}")) return obj;
@@ -114,7 +172,7 @@ class ArgumentParser {
       return Error("expected ',' or '}'");
     }
   }
-  Result<json> ParseArray() {
+  Result<json> ParseArrayItems() {
     json arr = json::array();
     SkipSpace();
     if (Consume("]")) return arr;
@@ -127,9 +185,30 @@ class ArgumentParser {
       return Error("expected ',' or ']'");
     }
   }
+  // 'text' with \' and \\ escapes, as Python prints strings.
+  Result<std::string> SingleQuoted() {
+    std::string value;
+    for (; pos_ < s_.size(); ++pos_) {
+      if (s_[pos_] == '\\' && pos_ + 1 < s_.size()) {
+        value += s_[++pos_];
+      } else if (s_[pos_] == '\'') {
+        ++pos_;
+        return value;
+      } else {
+        value += s_[pos_];
+      }
+    }
+    return Error("unterminated ' string");
+  }
   Result<json> ParseBare() {
     size_t start = pos_;
-    while (pos_ < s_.size() && s_[pos_] != ',' && s_[pos_] != '}' && s_[pos_] != ']') ++pos_;
+    if (lenient_ && !in_list_) {
+      // An unquoted object value may hold commas and spaces: it runs to the next entry or the
+      // closer. (In a list a comma always separates items.)
+      pos_ = ValueEnd(pos_);
+      if (pos_ == std::string_view::npos) pos_ = s_.size();
+    }
+    while ((!lenient_ || in_list_) && pos_ < s_.size() && s_[pos_] != ',' && s_[pos_] != '}' && s_[pos_] != ']') ++pos_;
     std::string word(PyStrip(s_.substr(start, pos_ - start)));
     if (word.empty()) return Error("missing value");
     if (word == "true") return json(true);
@@ -141,6 +220,8 @@ class ArgumentParser {
   }
 
   std::string_view s_;
+  bool lenient_ = false;
+  bool in_list_ = false;  // the value being read is a list item
   size_t pos_ = 0;
   int depth_ = 0;
 };
@@ -148,6 +229,14 @@ class ArgumentParser {
 }  // namespace
 
 Result<json> ParseGemma4Arguments(std::string_view text) { return ArgumentParser(text).ParseTop(); }
+
+Result<json> ParseGemma4ArgumentsLenient(std::string_view text) {
+  // The lenient reading first: strict parsing "succeeds" on some malformed text with the wrong
+  // values ('Paris' keeps its quotes; "Paris, France" splits at the comma). On well-formed text
+  // both readings agree.
+  if (auto lenient = ArgumentParser(text, /*lenient=*/true).ParseTop(); lenient.ok()) return lenient;
+  return ParseGemma4Arguments(text);
+}
 
 void Gemma4OutputParser::EmitText(std::string_view text, ChatOutput* out) {
   if (state_ == State::kReasoning) {
@@ -170,7 +259,7 @@ void Gemma4OutputParser::FinishToolCall(std::string_view body, ChatOutput* out) 
   size_t brace = rest.find('{');
   if (ok && brace != std::string_view::npos) {
     std::string name(PyStrip(rest.substr(5, brace - 5)));
-    auto args = ParseGemma4Arguments(rest.substr(brace));
+    auto args = ParseGemma4ArgumentsLenient(rest.substr(brace));
     if (!name.empty() && args.ok() && args->is_object()) {
       // replace: text that is not valid UTF-8 must not throw out of the parser (json::dump
       // would); it becomes U+FFFD, as everywhere else text reaches a client.
@@ -283,6 +372,11 @@ ChatOutput Gemma4OutputParser::Finish() {
   state_ = State::kDone;
   buffer_.clear();
   return out;
+}
+
+bool PromptOpensThought(std::string_view prompt) {
+  const std::string open = Str(kChannelOpen, kThoughtHeader);
+  return prompt.size() >= open.size() && prompt.substr(prompt.size() - open.size()) == open;
 }
 
 ChatOutput ParseGemma4Output(std::string_view text) {

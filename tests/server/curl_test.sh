@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# g4 serve driven with curl: every route, the SSE wire format, error bodies (malformed JSON,
-# invalid UTF-8, oversized body, unknown route, context overflow), /metrics series, the loading
+# g4 serve driven with curl: every route, /apply-template and the checkpoint's own chat template
+# (a directory's and an artifact's), the SSE wire format, error bodies (malformed JSON, invalid UTF-8, oversized body, unknown route, context overflow), /metrics series, the loading
 # phase, and SIGTERM draining (in-flight stream completes, exit code 0).
 #   tests/server/curl_test.sh      (G4_BINARY_DIR, G4_SERVE_TEST_MODEL optional)
 set -uo pipefail
@@ -57,6 +57,7 @@ req() {
   body="$(cat "$out")"
 }
 has() { grep -q -- "$2" <<<"$1"; }
+has_text() { grep -qF -- "$2" <<<"$1"; }
 is_error() { [ "$code" = "$1" ] && has "$body" '"error":{' && has "$body" '"message":' && has "$body" '"type":' && has "$body" '"code":' && has "$body" '"param":'; }
 
 # --- Loading phase: /health says loading, requests get 503 ---------------------------------
@@ -87,6 +88,12 @@ if [ "$code" = 200 ] && has "$body" '"object":"text_completion"' && has "$body" 
 
 req POST /generate '{"prompt":"Hello","max_tokens":4}'
 if [ "$code" = 200 ] && has "$body" '"response":' && has "$body" '"prompt_tokens":' && has "$body" '"gen_tokens":4' && has "$body" '"finish_reason":"length"'; then ok "POST /generate"; else fail "POST /generate"; fi
+
+# /apply-template: the prompt a chat body renders to (no template shipped: the built-in format).
+req POST /apply-template '{"messages":[{"role":"user","content":"Hello"}]}'
+if [ "$code" = 200 ] && has_text "$body" '{"prompt":"<bos><|turn>user\nHello<turn|>\n<|turn>model\n'; then ok "POST /apply-template (built-in format)"; else fail "POST /apply-template (built-in format): $body"; fi
+req POST /apply-template '{"messages":"no"}'
+if is_error 400 && has "$body" '"param":"messages"'; then ok "POST /apply-template with a bad body -> 400"; else fail "POST /apply-template with a bad body -> 400: $body"; fi
 
 req POST /tokenize '{"content":"Hello world","with_pieces":true}'
 if [ "$code" = 200 ] && has "$body" '"piece":"Hello"'; then ok "POST /tokenize with pieces"; else fail "POST /tokenize with pieces"; fi
@@ -174,13 +181,35 @@ if [ "$(grep '^data: ' "$tmp/drain" | tail -1)" = "data: [DONE]" ] && grep -q '"
 wait "$pid"; rc=$?
 if [ "$rc" = 0 ]; then ok "draining: exit code 0"; else fail "draining: exit code 0"; fi
 
-# A `g4 pack` artifact serves like the directory it came from (tokenizer and config inside it).
+# The checkpoint's own chat template is what renders: a copy of the model with a template that
+# differs visibly from Gemma's and refuses system messages.
+custom="$tmp/custom"; mkdir -p "$custom"
+for f in "$model"/*; do ln -s "$f" "$custom/"; done
+printf '%s' '{{ bos_token }}CUSTOM{% for m in messages %}[{{ m.role }}={{ m.content }}]{% endfor %}{% if add_generation_prompt %}<|turn>model{{ "\n" }}{% endif %}{% if messages[0].role == "system" %}{{ raise_exception("no system messages here") }}{% endif %}' >"$custom/chat_template.jinja"
+model="$custom"
+start custom --ctx 128
+wait_ready "$url" || { fail "custom-template server ready"; cat "$tmp/custom.log"; }
+req POST /apply-template '{"messages":[{"role":"user","content":"Hi"}]}'
+if [ "$code" = 200 ] && [ "$body" = '{"prompt":"<bos>CUSTOM[user=Hi]<|turn>model\n"}' ]; then ok "the checkpoint's chat_template.jinja renders the prompt"; else fail "the checkpoint's chat_template.jinja renders the prompt: $body"; fi
+req POST /tokenize '{"content":"<bos>CUSTOM[user=Hi]<|turn>model\n"}'
+want_tokens="$(grep -o '[0-9]\+' <<<"$(sed -E 's/.*"tokens":\[([0-9,]*)\].*/\1/' <<<"$body")" | wc -l)"
+req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hi"}],"max_tokens":2,"temperature":0,"ignore_eos":true}'
+if [ "$code" = 200 ] && has "$body" "\"prompt_tokens\":$want_tokens,"; then ok "chat completions use it too (prompt_tokens $want_tokens)"; else fail "chat completions use it too (want prompt_tokens $want_tokens): $body"; fi
+req POST /v1/chat/completions '{"messages":[{"role":"system","content":"S"},{"role":"user","content":"Hi"}]}'
+if is_error 400 && has "$body" 'no system messages here'; then ok "raise_exception in the template -> 400 with its message"; else fail "raise_exception in the template -> 400 with its message: $body"; fi
+grep -q 'chat template: chat_template.jinja (unknown/custom)' "$tmp/custom.log" && ok "the log names the template" || fail "the log names the template"
+kill -TERM "$pid"; wait "$pid"
+
+# A `g4 pack` artifact serves like the directory it came from (tokenizer, config and chat
+# template inside it).
 "$bin" pack --model "$model" --quant q8 --threads 1 --out "$tmp/model.g4" >/dev/null 2>&1 || fail "g4 pack"
 model="$tmp/model.g4"
 start artifact --ctx 128
 wait_ready "$url" || { fail "artifact server ready"; cat "$tmp/artifact.log"; }
 req POST /v1/chat/completions '{"messages":[{"role":"user","content":"Hello"}],"max_tokens":3,"temperature":0,"ignore_eos":true}'
 if [ "$code" = 200 ] && has "$body" '"completion_tokens":3' && has "$body" '"model":"model.g4"'; then ok "serves a packed artifact"; else fail "serves a packed artifact: $body"; fi
+req POST /apply-template '{"messages":[{"role":"user","content":"Hi"}]}'
+if [ "$body" = '{"prompt":"<bos>CUSTOM[user=Hi]<|turn>model\n"}' ]; then ok "the artifact renders with the template it was packed with"; else fail "the artifact renders with the template it was packed with: $body"; fi
 kill -TERM "$pid"; wait "$pid"
 
 echo "curl tests: $passed/$((passed + failed)) passed"

@@ -4,9 +4,10 @@
 //   node tests/server/openai_client_test.mjs        (G4_BINARY_DIR, G4_SERVE_TEST_MODEL optional)
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
-import { existsSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { assets, haveBinary, metric, run, skipUnless, startServer, test, testModel, until, g4 } from './harness.mjs';
+import { assets, atExit, haveBinary, metric, run, skipUnless, sourceDir, startServer, test, testModel, until, g4 } from './harness.mjs';
 
 const clientPath = path.join(assets, 'npm/node_modules/openai/package.json');
 skipUnless(existsSync(clientPath), `the openai npm package is not installed (${clientPath}); run tools/setup.sh`);
@@ -324,6 +325,54 @@ test('per-request timeout ends with finish_reason "timeout"', async () => {
   assert.ok(r.usage.completion_tokens < 4000);
   assert.ok(Date.now() - t0 < 5000);
 });
+
+// The tool-calling round trip through the official client on g4's own Gemma-4-format test
+// templates (tests/templates), small and large variants, each served as the checkpoint's
+// chat_template.jinja: a forced call comes back as tool_calls, the client sends it back with the
+// tool's answer, and the template folds that answer into the model turn the reply continues.
+for (const variant of ['small', 'large']) {
+  const dir = mkdtempSync(path.join(tmpdir(), `g4-template-${variant}-`));
+  atExit(() => rmSync(dir, { recursive: true, force: true }));
+  for (const f of readdirSync(model)) symlinkSync(path.join(model, f), path.join(dir, f));
+  copyFileSync(path.join(sourceDir, 'tests/templates', `gemma4_g4_${variant}.jinja`), path.join(dir, 'chat_template.jinja'));
+  const server = await startServer(dir, ['--parallel', '2', '--ctx', '512']);
+  const c = new OpenAI({ baseURL: server.url + '/v1', apiKey: 'unused', maxRetries: 0, timeout: 120000 });
+  const post = async (route, body) => (await fetch(server.url + route, { method: 'POST', body: JSON.stringify(body) })).json();
+  const ids = async (text) => (await post('/tokenize', { content: text })).tokens;
+
+  test(`tool-calling round trip on the ${variant}-variant template`, async () => {
+    const tools = [{ type: 'function', function: { name: 'get_weather', description: 'Weather now', parameters: { type: 'object', properties: {} } } }];
+    const ask = { model: 'm', messages: user('Weather?'), tools };
+    const prompt = (await post('/apply-template', ask)).prompt;
+    assert.ok(prompt.startsWith('<bos><|turn>system\n<|tool>declaration:get_weather{description:<|"|>Weather now<|"|>}<tool|><turn|>\n'), prompt);
+    assert.ok(prompt.endsWith(variant === 'large' ? '<|turn>model\n<|channel>thought\n<channel|>' : 'Weather?<turn|>\n<|turn>model\n'), prompt);
+    // Forced call: the server writes "<|tool_call>call:get_weather{", one token more is "}".
+    const opening = (await ids('<|tool_call>call:get_weather{')).length;
+    const [brace] = await ids('}');
+    const first = await c.chat.completions.create({ ...ask, ...greedy, tool_choice: 'required', max_tokens: opening + 1, logit_bias: { [brace]: 100 } });
+    const call = first.choices[0].message.tool_calls?.[0];
+    assert.ok(call, JSON.stringify(first));
+    assert.equal(call.function.name, 'get_weather');
+    assert.equal(call.function.arguments, '{}');
+    const loop = [...user('Weather?'), first.choices[0].message, { role: 'tool', tool_call_id: call.id, content: '21 C' }];
+    const continued = (await post('/apply-template', { ...ask, messages: loop })).prompt;
+    assert.ok(continued.endsWith('<|tool_call>call:get_weather{}<tool_call|><|tool_response>response:get_weather{value:<|"|>21 C<|"|>}<tool_response|>'), continued);
+    const second = await c.chat.completions.create({ ...ask, messages: loop, ...greedy, max_tokens: 3 });
+    assert.equal(second.choices[0].message.role, 'assistant');
+    assert.equal(second.usage.prompt_tokens, (await ids(continued)).length);
+    // Thinking on: the prompt leaves the model in a thought channel, so its text is reasoning.
+    const thinking = { chat_template_kwargs: { enable_thinking: true } };
+    assert.ok((await post('/apply-template', { ...ask, messages: loop, ...thinking })).prompt.endsWith('<tool_response|><|channel>thought\n'));
+    const [word] = await ids('weather');
+    const thought = await c.chat.completions.create({ ...ask, messages: loop, ...thinking, ...greedy, max_tokens: 3, logit_bias: { [word]: 100 } });
+    const piece = (await post('/detokenize', { tokens: [word] })).content;
+    assert.equal(thought.choices[0].message.reasoning_content, piece.repeat(3));
+    assert.equal(thought.choices[0].message.content, '');
+    // A string argument the client did not encode as JSON: the template refuses it (400).
+    const bad = [...user('Weather?'), { role: 'assistant', content: null, tool_calls: [{ id: 'x', type: 'function', function: { name: 'get_weather', arguments: 'not json' } }] }];
+    await expectError(c.chat.completions.create({ ...ask, messages: bad, max_tokens: 2 }), 400, /must be an object/, 'messages');
+  });
+}
 
 // A third server with an API key.
 const keyed = await startServer(model, ['--parallel', '1', '--api-key', 'sekrit', '--ctx', '128']);
