@@ -27,8 +27,6 @@
 #include "model/random_prompt.h"
 #include "model/rank_plan.h"
 #include "reference/reference.h"
-#include "runtime/generate.h"
-#include "runtime/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace g4::cli {
@@ -57,9 +55,14 @@ double MaxAbsDiff(const std::vector<std::vector<T>>& a, const std::vector<std::v
   return m;
 }
 
-Result<Oracle> ReferenceOracle(const std::string& dir, const ProbeRequest& req) {
+// The float64 reference on the original checkpoint, at any size: it streams the weights from the
+// mapping and keeps its own K/V cache (src/reference/reference.h). The float32 run of the same
+// code gives the checkpoint's noise floor.
+Result<Oracle> ReferenceOracle(const std::string& dir, const ProbeRequest& req, int threads) {
   Oracle o;
-  G4_ASSIGN_OR_RETURN(auto ref, reference::ReferenceModel::Load(dir));
+  reference::ReferenceOptions options;
+  options.threads = threads;
+  G4_ASSIGN_OR_RETURN(auto ref, reference::ReferenceModel::Load(dir, options));
   for (const auto& prompt : req.greedy) {
     G4_ASSIGN_OR_RETURN(auto trace, ref->GreedyTrace(prompt, req.n_new));
     std::vector<OracleStep> steps;
@@ -67,52 +70,11 @@ Result<Oracle> ReferenceOracle(const std::string& dir, const ProbeRequest& req) 
     o.greedy.push_back(std::move(steps));
   }
   G4_ASSIGN_OR_RETURN(o.teacher, ref->Logits<double>(req.teacher));
-  G4_ASSIGN_OR_RETURN(auto f32, ref->Logits<float>(req.teacher));
-  o.noise_floor = MaxAbsDiff(f32, o.teacher);
-  o.description = Str("float64 reference (src/reference) on ", dir);
-  return o;
-}
-
-// For models too large for the float64 reference: the engine on the checkpoint as shipped (bf16
-// weights, float32 activations), in this process. It cannot catch an engine bug, only what the
-// artifact, the format or the fresh-process load changed; validate says so.
-Result<Oracle> EngineOracle(const std::string& dir, const ProbeRequest& req, int threads) {
-  Oracle o;
-  ModelOptions options;
-  options.threads = threads;
-  G4_ASSIGN_OR_RETURN(auto model, LoadModel(dir, options));
-  const ModelPlan& plan = model->plan();
-  const int V = plan.vocab;
-  const float softcap = static_cast<float>(plan.softcap);
-  for (const auto& prompt : req.greedy) {
-    KvCache cache(plan, static_cast<int>(prompt.size()) + req.n_new, req.chunk);
-    Activations act;
-    G4_ASSIGN_OR_RETURN(std::vector<float> logits, Prefill(*model, cache, prompt, req.chunk, false, act));
-    std::vector<OracleStep> steps;
-    for (int step = 0; step < req.n_new; ++step) {
-      ApplySoftcapInPlace(logits.data(), V, softcap);
-      int best = 0;
-      for (int i = 1; i < V; ++i)
-        if (logits[i] > logits[best]) best = i;
-      float second = -INFINITY;
-      for (int i = 0; i < V; ++i)
-        if (i != best) second = std::max(second, logits[i]);
-      steps.push_back({best, static_cast<double>(logits[best]) - second});
-      if (step + 1 == req.n_new) break;
-      std::vector<BatchRow> rows{BatchRow{best, cache.n_past(), &cache, true}};
-      G4_RETURN_IF_ERROR(model->Forward(rows, act, logits.data()));
-    }
-    o.greedy.push_back(std::move(steps));
+  {
+    G4_ASSIGN_OR_RETURN(auto f32, ref->Logits<float>(req.teacher));
+    o.noise_floor = MaxAbsDiff(f32, o.teacher);
   }
-  KvCache cache(plan, static_cast<int>(req.teacher.size()), req.chunk);
-  Activations act;
-  G4_ASSIGN_OR_RETURN(std::vector<float> flat, Prefill(*model, cache, req.teacher, req.chunk, true, act));
-  ApplySoftcapInPlace(flat.data(), static_cast<int>(flat.size()), softcap);
-  for (size_t r = 0; r < req.teacher.size(); ++r)
-    o.teacher.emplace_back(flat.begin() + r * V, flat.begin() + (r + 1) * V);
-  o.description = Str("g4 engine, bf16 as shipped, float32 activations, on ", dir,
-                      " in this process (NOT the float64 reference: the model is too large for it, so an engine bug "
-                      "common to both sides would not show)");
+  o.description = Str("float64 reference (src/reference, ", ref->threads(), " threads) on ", dir);
   return o;
 }
 
@@ -156,7 +118,7 @@ std::vector<int> TextIds(const Tokenizer& tok, const std::string& text, int n) {
 }
 
 struct ValidateFlags {
-  std::string model_dir, artifact, quant_text, oracle_kind = "auto";
+  std::string model_dir, artifact, quant_text;
   int tp = 1, n_new = 32, text_tokens = 0, threads = 0;
   bool in_process = false, json_out = false;
   double min_top1 = -1, max_kl = -1;  // < 0: the format's bound
@@ -214,20 +176,6 @@ ProbeRequest BuildRequest(const ValidateFlags& f, const ModelPlan& plan, int win
   }
   req.teacher = tokenizer ? TextIds(*tokenizer, kTexts[2], text_tokens) : RandomPromptIds(text_tokens, plan.vocab, 7);
   return req;
-}
-
-// The oracle on the original checkpoint: the float64 reference when the model is small enough
-// for it (--oracle auto; f.oracle_kind is set to the one chosen), else the engine as shipped.
-Result<Oracle> RunOracle(ValidateFlags& f, const ModelPlan& plan, const ProbeRequest& req) {
-  const ParameterCounts params = CountParameters(plan);
-  constexpr int64_t kReferenceMaxParams = 100'000'000;  // float64 scalar code: ~4 bytes and ~1 ns per param-token
-  // The PLE table is a lookup (one row per token), so it does not count against the reference.
-  if (f.oracle_kind == "auto") f.oracle_kind = params.effective <= kReferenceMaxParams ? "reference" : "engine";
-  if (f.oracle_kind == "reference" && params.effective > kReferenceMaxParams)
-    std::fprintf(stderr, "g4 validate: warning: %.2fB parameters; the float64 reference holds them as float and "
-                 "runs one scalar thread: expect it to need %.0f GB and a long time\n",
-                 params.total / 1e9, params.total * 4 / 1e9);
-  return f.oracle_kind == "reference" ? ReferenceOracle(f.model_dir, req) : EngineOracle(f.model_dir, req, f.threads);
 }
 
 struct TeacherMetrics {
@@ -358,7 +306,7 @@ int Judge(const ValidateFlags& f, const std::string& target, WeightType quant, i
                               {"quant", f.quant_text},
                               {"tp", f.tp},
                               {"fresh_process", !f.in_process},
-                              {"oracle", f.oracle_kind},
+                              {"oracle", "reference"},
                               {"noise_floor", oracle.noise_floor},
                               {"greedy", j_greedy},
                               {"top1", m.top1},
@@ -393,8 +341,6 @@ int RunValidate(int argc, char** argv) {
   app.add_option("--tokens", f.n_new, "greedy tokens per prompt");
   app.add_option("--text-tokens", f.text_tokens, "teacher-forced sequence length (0 = 2 x window + 8, at most 256)");
   app.add_option("--threads", f.threads, "threads (0 = all cores)");
-  app.add_option("--oracle", f.oracle_kind, "auto (reference when it fits), reference, engine")
-      ->check(CLI::IsMember({"auto", "reference", "engine"}));
   app.add_option("--min-top1", f.min_top1, "override the format's top-1 agreement bound (tighten it for real models)");
   app.add_option("--max-kl", f.max_kl, "override the format's mean KL bound, nats");
   app.add_flag("--in-process", f.in_process, "load the target in this process (debugging; the default is a fresh one)");
@@ -419,7 +365,7 @@ int RunValidate(int argc, char** argv) {
   // The oracle first (the expensive part on big models), on the original checkpoint.
   Timings t;
   const Stopwatch oracle_timer;
-  auto oracle = RunOracle(f, *plan, req);
+  auto oracle = ReferenceOracle(f.model_dir, req, f.threads);
   if (!oracle.ok()) return Fail("validate", oracle.status().WithContext("the oracle could not run"));
   t.oracle_seconds = oracle_timer.Seconds();
 

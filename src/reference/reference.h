@@ -1,12 +1,22 @@
 // Independent reference forward pass of the Gemma-4 text decoder: the oracle the engine is tested
-// against. Plain scalar code, one thread, no cache: every call recomputes all positions with full
-// causal attention, straight from docs/gemma4.md §3. It shares nothing with
-// the engine except io/safetensors: it parses config.json itself and derives its own layer facts.
+// against, at any model size. Plain scalar loops straight from docs/gemma4.md §3, with full causal
+// attention over a K/V cache of its own (in T), so a prompt plus a greedy continuation costs one
+// pass per token. It shares nothing with the engine except io/safetensors: it parses config.json
+// itself (reference_config.cc), derives its own layer facts and has its own loops.
+//
+// Memory: weights are never copied. Each matrix-vector product widens the rows it needs from the
+// mapped checkpoint (bf16/f16/f32 -> T, one row per thread at a time); the embedding and PLE
+// tables are read one row per token. What it holds besides the mapping is the norms, the K/V cache
+// and one chunk's activations (and the logits the caller asks for).
+//
+// Threads: products are split over output rows and attention over (position, head); every output
+// element is computed by the same scalar loop in the same order whatever the thread count or the
+// chunking of the positions, so the results are bit-identical across both.
 //
 // Numerics: Hugging Face's math without its intermediate bf16 rounding, in the scalar type T
 // (double for the oracle; float to measure a checkpoint's noise floor). The one rounding kept is
 // HF's: the embedding scales sqrt(H) and sqrt(P) are rounded to the weight dtype (39.25 for E2B).
-// Weights are held as float, which represents every bf16/f16/f32 value exactly.
+// Widening bf16/f16/f32 to T is exact.
 #pragma once
 
 #include <functional>
@@ -15,6 +25,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/thread_pool.h"
 
 namespace g4::reference {
 
@@ -46,6 +57,7 @@ Result<ReferenceConfig> ReadReferenceConfig(const std::string& dir);
 
 struct ReferenceOptions {
   bool ignore_layer_scalar = false;  // for the test that layer_scalar matters
+  int threads = 0;                   // 0 = one per hardware thread
 };
 
 // Test probes, honoured by Logits<double> only.
@@ -71,10 +83,13 @@ class ReferenceModel {
   static Result<std::unique_ptr<ReferenceModel>> Load(const std::string& dir,
                                                       const ReferenceOptions& options = {});
 
-  // Softcapped logits for every position of `ids` (teacher forcing), computed in T.
+  // Softcapped logits for every position of `ids` (teacher forcing), computed in T. The positions
+  // go through the layers `chunk` at a time (0 = all at once), each chunk attending to the cached
+  // K/V of the ones before; the result does not depend on `chunk` (tested).
   template <class T>
   Result<std::vector<std::vector<double>>> Logits(const std::vector<int>& ids,
-                                                  const ReferenceHooks* hooks = nullptr) const;
+                                                  const ReferenceHooks* hooks = nullptr,
+                                                  int chunk = 0) const;
 
   // Greedy decoding in double: n_new argmax tokens after the prompt (no stop tokens).
   Result<std::vector<int>> Greedy(const std::vector<int>& prompt, int n_new) const;
@@ -90,19 +105,25 @@ class ReferenceModel {
   double embedding_scale() const;
   double ple_scale() const;
   const std::vector<LayerFacts>& layers() const { return config_.layers; }
+  int threads() const;
 
   ~ReferenceModel();
 
  private:
   struct Weights;
-  ReferenceModel() = default;
   template <class T>
-  Status Forward(const std::vector<int>& ids, const ReferenceHooks* hooks, bool last_only,
-                 std::vector<std::vector<double>>* logits) const;
+  struct Cache;
+  enum class LogitRows { kAll, kLast };
+  ReferenceModel() = default;
+  // Runs ids[0..n) at positions cache.n_past.. through the model, appending their K/V to `cache`.
+  template <class T>
+  Status Forward(Cache<T>& cache, const int* ids, int n, const ReferenceHooks* hooks,
+                 LogitRows rows, std::vector<std::vector<double>>* logits) const;
 
   ReferenceConfig config_;
   ReferenceOptions options_;
   std::unique_ptr<Weights> w_;
+  std::unique_ptr<ThreadPool> pool_;
 };
 
 }  // namespace g4::reference

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -362,6 +363,79 @@ TEST(ReferenceLoad, MissingTensorAndWrongShapeAreNamedErrors) {
       m2.status().message().find("layers.2.self_attn.q_norm.weight has shape [8], expected [16]"),
       std::string::npos)
       << m2.status().message();
+}
+
+
+// The reference splits products over threads and runs positions in chunks against its own K/V
+// cache; neither may change a single bit: every output element is the same scalar loop in the
+// same order. Prompts run past the sliding window (8/12/16 on the tiny presets), and every
+// dtype's widening path is covered.
+TEST(ReferenceStreaming, ThreadsAndChunksGiveBitIdenticalLogits) {
+  const std::vector<int> ids = LcgPrompt(40, 512, 21);
+  for (const std::string preset : {"e2b", "e4b", "12b"}) {
+    for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
+      if (preset != "e4b" && dtype != DType::kBF16) continue;  // one preset per widening path
+      SynthOptions o = Fast();
+      o.dtype = dtype;
+      const std::string dir = TinyCheckpoint(preset, o);
+      ReferenceOptions one;
+      one.threads = 1;
+      auto base_model = ReferenceModel::Load(dir, one);
+      ASSERT_TRUE(base_model.ok()) << base_model.status().message();
+      ASSERT_EQ((*base_model)->threads(), 1);
+      auto base = (*base_model)->Logits<double>(ids);
+      auto base32 = (*base_model)->Logits<float>(ids);
+      ASSERT_TRUE(base.ok() && base32.ok());
+      ASSERT_EQ(base->size(), ids.size());
+      for (int threads : {1, 2, 5}) {
+        ReferenceOptions opt;
+        opt.threads = threads;
+        auto model = ReferenceModel::Load(dir, opt);
+        ASSERT_TRUE(model.ok());
+        for (int chunk : {0, 1, 5}) {
+          const std::string what = preset + " " + DTypeName(dtype) + " threads " +
+                                   std::to_string(threads) + " chunk " + std::to_string(chunk);
+          auto got = (*model)->Logits<double>(ids, nullptr, chunk);
+          ASSERT_TRUE(got.ok()) << what;
+          ASSERT_EQ(got->size(), base->size()) << what;
+          size_t differ = 0;
+          for (size_t t = 0; t < ids.size(); ++t)
+            for (size_t v = 0; v < (*got)[t].size(); ++v) differ += (*got)[t][v] != (*base)[t][v];
+          EXPECT_EQ(differ, 0u) << what;
+          if (chunk == 5) {
+            auto got32 = (*model)->Logits<float>(ids, nullptr, chunk);
+            ASSERT_TRUE(got32.ok());
+            EXPECT_EQ(*got32, *base32) << what << " (float)";
+          }
+        }
+      }
+    }
+  }
+}
+
+// Greedy decoding runs the prompt once and then one token per step against the cache; each step
+// must equal the argmax (and the maximum) of the teacher-forced logits over prompt + tokens.
+TEST(ReferenceStreaming, CachedGreedyEqualsTeacherForcedArgmax) {
+  for (const std::string preset : {"e2b", "12b"}) {
+    auto model = ReferenceModel::Load(TinyCheckpoint(preset, Fast()));
+    ASSERT_TRUE(model.ok());
+    const std::vector<int> prompt = LcgPrompt(9, 512, 5);
+    const int n_new = 24;  // 9 + 24 positions: past the window of both presets
+    auto trace = (*model)->GreedyTrace(prompt, n_new);
+    ASSERT_TRUE(trace.ok());
+    ASSERT_EQ(static_cast<int>(trace->size()), n_new);
+    std::vector<int> all = prompt;
+    for (const auto& s : *trace) all.push_back(s.token);
+    all.pop_back();
+    auto logits = (*model)->Logits<double>(all);
+    ASSERT_TRUE(logits.ok());
+    for (int s = 0; s < n_new; ++s) {
+      const std::vector<double>& row = (*logits)[prompt.size() - 1 + s];
+      const int argmax = static_cast<int>(std::max_element(row.begin(), row.end()) - row.begin());
+      EXPECT_EQ((*trace)[s].token, argmax) << preset << " step " << s;
+      EXPECT_EQ((*trace)[s].top1, row[argmax]) << preset << " step " << s;
+    }
+  }
 }
 
 }  // namespace
