@@ -96,6 +96,24 @@ void ParseToolCallArguments(ordered_json& messages) {
   }
 }
 
+// The same step on the template's own values (the render path: no JSON copy of the request).
+void ParseToolCallArguments(const jinja::Value& messages) {
+  if (!messages.is_list()) return;
+  for (const jinja::Value& message : messages.list().items) {
+    if (!message.is_dict()) continue;
+    const jinja::Value* calls = message.dict().FindString("tool_calls");
+    if (!calls || !calls->is_list()) continue;
+    for (const jinja::Value& call : calls->list().items) {
+      const jinja::Value* function = call.is_dict() ? call.dict().FindString("function") : nullptr;
+      if (!function || !function->is_dict()) continue;
+      const jinja::Value* arguments = function->dict().FindString("arguments");
+      if (!arguments || !arguments->is_string()) continue;
+      const ordered_json parsed = ordered_json::parse(arguments->str(), nullptr, false);
+      if (!parsed.is_discarded()) function->dict().Set(jinja::Value::String("arguments"), jinja::FromJson(parsed));
+    }
+  }
+}
+
 // The built-in Gemma-4 format, for checkpoints that ship no template.
 Result<std::string> RenderBuiltIn(const ChatTemplateRequest& request) {
   Gemma4ChatOptions options;
@@ -153,19 +171,23 @@ Result<std::string> ChatTemplate::Render(const ChatTemplateRequest& request) con
   if (!template_) return RenderBuiltIn(request);
   // transformers: render(messages=, tools=, documents=None, add_generation_prompt=,
   // **special_tokens_map, **kwargs); chat_template_kwargs come last and win.
-  ordered_json context = ordered_json::object();
-  context["messages"] = request.messages;
-  ParseToolCallArguments(context["messages"]);
-  context["tools"] = request.tools;
-  context["documents"] = nullptr;
-  context["add_generation_prompt"] = request.add_generation_prompt;
-  for (const auto& [key, value] : special_tokens_.items()) context[key] = value;
+  // Built as template values directly (converting a JSON copy costs ~10 % of a render).
+  using jinja::Value;
+  Value context = Value::Dict();
+  jinja::DictData& vars = context.dict();
+  Value messages = jinja::FromJson(request.messages);
+  ParseToolCallArguments(messages);
+  vars.items.emplace_back(Value::String("messages"), std::move(messages));
+  vars.items.emplace_back(Value::String("tools"), jinja::FromJson(request.tools));
+  vars.items.emplace_back(Value::String("documents"), Value::None());
+  vars.items.emplace_back(Value::String("add_generation_prompt"), Value::Bool(request.add_generation_prompt));
+  for (const auto& [key, value] : special_tokens_.items()) vars.Set(Value::String(key), jinja::FromJson(value));
   for (const auto& [key, value] : request.kwargs.items()) {
     if (key == "messages" || key == "tools")
       return Status::Errorf("chat_template_kwargs may not set '", key, "'");
-    context[key] = value;
+    vars.Set(Value::String(key), jinja::FromJson(value));
   }
-  return template_->Render(context);
+  return template_->RenderValue(context);
 }
 
 std::string ChatTemplate::Describe() const {
