@@ -114,9 +114,23 @@ void ParseToolCallArguments(const jinja::Value& messages) {
   }
 }
 
+// Whether MODEL's config.json describes a small Gemma-4 (per-layer embeddings: E2B, E4B).
+bool IsSmallModel(const std::string& model) {
+  if (!ModelHasFile(model, "config.json")) return false;
+  auto text = ReadModelTextFile(model, "config.json");
+  if (!text.ok()) return false;
+  const auto config = ordered_json::parse(*text, nullptr, false);
+  if (!config.is_object()) return false;
+  const ordered_json& text_config =
+      config.contains("text_config") && config["text_config"].is_object() ? config["text_config"] : config;
+  const auto ple = text_config.find("hidden_size_per_layer_input");
+  return ple != text_config.end() && ple->is_number_integer() && ple->get<int64_t>() > 0;
+}
+
 // The built-in Gemma-4 format, for checkpoints that ship no template.
-Result<std::string> RenderBuiltIn(const ChatTemplateRequest& request) {
+Result<std::string> RenderBuiltIn(const ChatTemplateRequest& request, bool small_model) {
   Gemma4ChatOptions options;
+  options.features.empty_thought_in_prompt = !small_model;
   options.add_generation_prompt = request.add_generation_prompt;
   if (request.kwargs.contains("enable_thinking")) {
     const ordered_json& thinking = request.kwargs["enable_thinking"];
@@ -144,7 +158,11 @@ Result<ChatTemplate> ChatTemplate::FromSource(const std::string& source, ChatTem
   return t;
 }
 
-ChatTemplate ChatTemplate::BuiltIn() { return ChatTemplate(); }
+ChatTemplate ChatTemplate::BuiltIn(bool small_model) {
+  ChatTemplate t;
+  t.version_ = small_model ? "built-in-small" : "built-in-large";
+  return t;
+}
 
 Result<ChatTemplate> ChatTemplate::Load(const std::string& model) {
   ordered_json config;
@@ -164,11 +182,11 @@ Result<ChatTemplate> ChatTemplate::Load(const std::string& model) {
     G4_ASSIGN_OR_RETURN(std::string text, ConfigTemplate(config["chat_template"]));
     return FromSource(text, ChatTemplateSource::kTokenizerConfig, std::move(special));
   }
-  return BuiltIn();
+  return BuiltIn(IsSmallModel(model));
 }
 
 Result<std::string> ChatTemplate::Render(const ChatTemplateRequest& request) const {
-  if (!template_) return RenderBuiltIn(request);
+  if (!template_) return RenderBuiltIn(request, version_ == "built-in-small");
   // transformers: render(messages=, tools=, documents=None, add_generation_prompt=,
   // **special_tokens_map, **kwargs); chat_template_kwargs come last and win.
   // Built as template values directly (converting a JSON copy costs ~10 % of a render).
@@ -191,7 +209,9 @@ Result<std::string> ChatTemplate::Render(const ChatTemplateRequest& request) con
 }
 
 std::string ChatTemplate::Describe() const {
-  if (!template_) return "built-in Gemma-4 format (the checkpoint ships no chat template)";
+  if (!template_)
+    return Str("built-in Gemma-4 format, ", version_ == "built-in-small" ? "small" : "large",
+               "-model variant (the checkpoint ships no chat template)");
   return Str(ChatTemplateSourceName(source_), " (", version_, ")");
 }
 
