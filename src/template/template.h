@@ -25,10 +25,11 @@ class Template {
   // `context` holds the template's variables; object key order is kept (Python dicts keep it).
   Result<std::string> Render(const nlohmann::ordered_json& context, const RenderLimits& limits = {}) const;
   Result<std::string> Render(const nlohmann::json& context, const RenderLimits& limits = {}) const;
+  // A context already converted (a dict): callers that build it themselves skip a JSON copy.
+  Result<std::string> RenderValue(const Value& context, const RenderLimits& limits = {}) const;
 
  private:
   explicit Template(std::shared_ptr<const Body> body) : body_(std::move(body)) {}
-  Result<std::string> RenderValue(const Value& context, const RenderLimits& limits) const;
   std::shared_ptr<const Body> body_;
 };
 

@@ -49,8 +49,11 @@ class ChatTemplate {
   // A template given as text. special_tokens: bos_token, eos_token, ... as the template sees them.
   static Result<ChatTemplate> FromSource(const std::string& source, ChatTemplateSource origin,
                                          nlohmann::ordered_json special_tokens);
-  // The built-in Gemma-4 format (no template shipped).
-  static ChatTemplate BuiltIn();
+  // The built-in Gemma-4 format (no template shipped), in its small-model variant (E2B/E4B: the
+  // generation prompt ends at "<|turn>model\n") or its large one (12B and up: an empty thought
+  // channel follows when thinking is off). Load picks by the checkpoint's config.json: the small
+  // models are the ones with per-layer embeddings (hidden_size_per_layer_input > 0).
+  static ChatTemplate BuiltIn(bool small_model = false);
 
   // The prompt text. Template errors (raise_exception, a bad request the template cannot render)
   // come back as errors with the template's message: a client error, not a crash.
@@ -65,7 +68,7 @@ class ChatTemplate {
  private:
   ChatTemplate() = default;
   ChatTemplateSource source_ = ChatTemplateSource::kBuiltIn;
-  std::string version_ = "built-in";
+  std::string version_ = "built-in-large";
   std::string text_;
   std::shared_ptr<const jinja::Template> template_;  // null for the built-in format
   nlohmann::ordered_json special_tokens_ = nlohmann::ordered_json::object();

@@ -90,6 +90,18 @@ TEST(ChatTemplate, WithoutATemplateRendersTheBuiltInFormat) {
   options.enable_thinking = true;
   EXPECT_EQ(*t->Render(Body(body)),
             *RenderGemma4Chat(nlohmann::json::array({{{"role", "user"}, {"content", "Hi"}}}), nullptr, options));
+  // The variant follows the model size: per-layer embeddings (E2B/E4B) mean the small one.
+  const char plain[] = R"({"messages": [{"role": "user", "content": "Hi"}]})";
+  EXPECT_EQ(t->version(), "built-in-large");
+  EXPECT_EQ(*t->Render(Body(plain)), "<bos><|turn>user\nHi<turn|>\n<|turn>model\n<|channel>thought\n<channel|>");
+  auto small = ChatTemplate::Load(
+      ModelDir("none_small", {{"config.json", R"({"text_config": {"hidden_size_per_layer_input": 256}})"}}));
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->version(), "built-in-small");
+  EXPECT_EQ(*small->Render(Body(plain)), "<bos><|turn>user\nHi<turn|>\n<|turn>model\n");
+  auto large = ChatTemplate::Load(
+      ModelDir("none_large", {{"config.json", R"({"text_config": {"hidden_size_per_layer_input": 0}})"}}));
+  EXPECT_EQ(large->version(), "built-in-large");
 }
 
 TEST(ChatTemplate, ErrorsNameTheFileAndTheTemplatesMessage) {
