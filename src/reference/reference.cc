@@ -501,6 +501,27 @@ template Result<std::vector<std::vector<double>>> ReferenceModel::Logits<double>
 template Result<std::vector<std::vector<double>>> ReferenceModel::Logits<float>(
     const std::vector<int>&, const ReferenceHooks*, int) const;
 
+template <class T>
+Status ReferenceModel::ForEachLogits(const std::vector<int>& ids, int chunk,
+                                     const RowFn& row_fn) const {
+  if (ids.empty()) return Status::Errorf("reference: empty input");
+  const int n = static_cast<int>(ids.size());
+  if (chunk <= 0 || chunk > n) chunk = n;
+  Cache<T> cache;
+  std::vector<std::vector<double>> logits;
+  for (int p = 0; p < n; p += chunk) {
+    logits.clear();
+    G4_RETURN_IF_ERROR(Forward<T>(cache, ids.data() + p, std::min(chunk, n - p), nullptr,
+                                  LogitRows::kAll, &logits));
+    for (size_t r = 0; r < logits.size(); ++r) row_fn(p + static_cast<int>(r), logits[r]);
+  }
+  return OkStatus();
+}
+template Status ReferenceModel::ForEachLogits<double>(const std::vector<int>&, int,
+                                                      const RowFn&) const;
+template Status ReferenceModel::ForEachLogits<float>(const std::vector<int>&, int,
+                                                     const RowFn&) const;
+
 Result<std::vector<ReferenceModel::GreedyStep>> ReferenceModel::GreedyTrace(
     const std::vector<int>& prompt, int n_new) const {
   if (prompt.empty()) return Status::Errorf("reference: empty prompt");

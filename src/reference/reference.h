@@ -91,6 +91,12 @@ class ReferenceModel {
                                                   const ReferenceHooks* hooks = nullptr,
                                                   int chunk = 0) const;
 
+  // The same logits streamed: row_fn(pos, row) for every position in order, `chunk` positions
+  // (0 = all) held at a time, so long sequences over a 262,144-token vocabulary need not fit.
+  using RowFn = std::function<void(int pos, const std::vector<double>& row)>;
+  template <class T>
+  Status ForEachLogits(const std::vector<int>& ids, int chunk, const RowFn& row_fn) const;
+
   // Greedy decoding in double: n_new argmax tokens after the prompt (no stop tokens).
   Result<std::vector<int>> Greedy(const std::vector<int>& prompt, int n_new) const;
 

@@ -406,6 +406,16 @@ TEST(ReferenceStreaming, ThreadsAndChunksGiveBitIdenticalLogits) {
             auto got32 = (*model)->Logits<float>(ids, nullptr, chunk);
             ASSERT_TRUE(got32.ok());
             EXPECT_EQ(*got32, *base32) << what << " (float)";
+            // The streamed form hands over the same rows, in order.
+            int next = 0;
+            ASSERT_TRUE((*model)
+                            ->ForEachLogits<double>(ids, chunk,
+                                                    [&](int pos, const std::vector<double>& row) {
+                                                      EXPECT_EQ(pos, next++);
+                                                      EXPECT_EQ(row, (*base)[pos]) << what;
+                                                    })
+                            .ok());
+            EXPECT_EQ(next, static_cast<int>(ids.size()));
           }
         }
       }
