@@ -64,7 +64,8 @@ struct TensorSpec {
   // embedding is both: one input row and the whole LM head (lm_head below).
   bool read_whole = true;
   bool lm_head = false;  // the tied embedding: input lookup + the LM head
-  // Accepted checkpoint dtypes: every row of the Gemma-4 table takes BF16, F16 or F32.
+  // Checkpoint dtypes: every row takes BF16, F16 or F32 (binding and doctor check it for all
+  // rows alike; a row that needs another rule gets a field here).
   MatrixSlot matrix = nullptr;
   VectorSlot vector = nullptr;
   ScalarSlot scalar = nullptr;
