@@ -22,25 +22,30 @@ void Sampler::Prepare(float* logits, const std::vector<int>& history,
     if (id >= 0 && id < vocab_) logits[id] += bias;
   if (params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
       params_.frequency_penalty != 0.0f) {
-    std::map<int, int> counts;
+    // Counts per id in a table kept across calls (all zero between them): a second pass over
+    // the history penalises each distinct id once and clears its count, so nothing is allocated
+    // per token.
+    if (token_counts_.size() != static_cast<size_t>(vocab_)) token_counts_.assign(vocab_, 0);
     for (int t : history)
-      if (t >= 0 && t < vocab_) counts[t]++;
-    for (const auto& [t, c] : counts) {
+      if (t >= 0 && t < vocab_) token_counts_[t]++;
+    for (int t : history) {
+      if (t < 0 || t >= vocab_ || token_counts_[t] == 0) continue;
       float& l = logits[t];
       if (params_.repetition_penalty != 1.0f)
         l = l > 0 ? l / params_.repetition_penalty : l * params_.repetition_penalty;
-      l -= params_.presence_penalty + params_.frequency_penalty * static_cast<float>(c);
+      l -= params_.presence_penalty + params_.frequency_penalty * static_cast<float>(token_counts_[t]);
+      token_counts_[t] = 0;
     }
   }
   for (int id : params_.suppress_tokens)
     if (id >= 0 && id < vocab_) logits[id] = -INFINITY;
   if (!only.empty()) {
     // After the softcap, which would map -inf to a finite -softcap.
-    std::vector<std::pair<int, float>> keep;
+    kept_.clear();
     for (int id : only)
-      if (id >= 0 && id < vocab_) keep.emplace_back(id, logits[id]);
+      if (id >= 0 && id < vocab_) kept_.emplace_back(id, logits[id]);
     std::fill(logits, logits + vocab_, -INFINITY);
-    for (const auto& [id, value] : keep) logits[id] = value;
+    for (const auto& [id, value] : kept_) logits[id] = value;
   }
 }
 

@@ -60,6 +60,8 @@ class Sampler {
   // Candidate ids by logit and their weights: kept across calls so sampling does not allocate.
   std::vector<int> candidates_;
   std::vector<double> probs_;
+  std::vector<int> token_counts_;            // [vocab] history counts for the penalties
+  std::vector<std::pair<int, float>> kept_;  // the logits an `only` list keeps
 };
 
 void ApplySoftcapInPlace(float* logits, int n, float softcap);

@@ -158,6 +158,13 @@ TEST_P(DecodeAllocations, GenerateAllocatesNothingPerToken) {
   sampled.top_k = 0;  // every finite logit is a candidate
   EXPECT_EQ(GenerateAllocations(*model, sampled), 0)
       << "allocations in " << kCountedTokens + 1 << " sampled (top-p) decode steps";
+  SamplingParams penalised;  // greedy over penalised logits: the history is counted every step
+  penalised.repetition_penalty = 1.3f;
+  penalised.presence_penalty = 0.5f;
+  penalised.frequency_penalty = 0.25f;
+  penalised.logit_bias = {{5, 1.5f}};
+  EXPECT_EQ(GenerateAllocations(*model, penalised), 0)
+      << "allocations in " << kCountedTokens + 1 << " decode steps with penalties";
 }
 
 // A batched decode step of several sequences at different positions through Model::Forward, as
