@@ -50,16 +50,12 @@ nlohmann::ordered_json Conversation() {
               {"enable_thinking", false}, {"bos_token", "<bos>"}};
 }
 
-void BM_TemplateRender20TurnsWithTools(benchmark::State& state) {
-  auto tmpl = jinja::Template::Parse(ReadTemplate());
-  if (!tmpl.ok()) {
-    state.SkipWithError(tmpl.status().message().c_str());
-    return;
-  }
-  const auto context = Conversation();
+// Times render() (a Result<std::string>) and reports the prompt's size.
+template <typename Render>
+void TimeRenders(benchmark::State& state, Render render) {
   size_t bytes = 0;
   for (auto _ : state) {
-    auto out = tmpl->Render(context);
+    auto out = render();
     if (!out.ok()) {
       state.SkipWithError(out.status().message().c_str());
       return;
@@ -68,6 +64,16 @@ void BM_TemplateRender20TurnsWithTools(benchmark::State& state) {
     benchmark::DoNotOptimize(out);
   }
   state.counters["prompt_bytes"] = static_cast<double>(bytes);
+}
+
+void BM_TemplateRender20TurnsWithTools(benchmark::State& state) {
+  auto tmpl = jinja::Template::Parse(ReadTemplate());
+  if (!tmpl.ok()) {
+    state.SkipWithError(tmpl.status().message().c_str());
+    return;
+  }
+  const auto context = Conversation();
+  TimeRenders(state, [&] { return tmpl->Render(context); });
 }
 BENCHMARK(BM_TemplateRender20TurnsWithTools)->Unit(benchmark::kMicrosecond);
 
@@ -94,17 +100,7 @@ void BM_ChatTemplateRender20TurnsWithTools(benchmark::State& state) {
       for (auto& call : m["tool_calls"]) call["function"]["arguments"] = call["function"]["arguments"].dump();
   request.messages = context["messages"];
   request.tools = context["tools"];
-  size_t bytes = 0;
-  for (auto _ : state) {
-    auto out = tmpl->Render(request);
-    if (!out.ok()) {
-      state.SkipWithError(out.status().message().c_str());
-      return;
-    }
-    bytes = out->size();
-    benchmark::DoNotOptimize(out);
-  }
-  state.counters["prompt_bytes"] = static_cast<double>(bytes);
+  TimeRenders(state, [&] { return tmpl->Render(request); });
 }
 BENCHMARK(BM_ChatTemplateRender20TurnsWithTools)->Unit(benchmark::kMicrosecond);
 
