@@ -1,9 +1,14 @@
 #include "template/interpreter.h"
 
+#include <string_view>
 #include <utility>
 
 namespace g4::jinja {
 namespace {
+
+// Operator names compare as string_views: the length is known at compile time, so a mismatch
+// costs one size compare instead of strlen + memcmp.
+using namespace std::string_view_literals;
 
 bool HasLinePrefix(const std::string& message) { return message.rfind("line ", 0) == 0; }
 
@@ -55,16 +60,13 @@ const Value* Scope::Find(const std::string& name) const {
   return nullptr;
 }
 
-Status Interpreter::Charge(uint64_t n) {
-  steps_ += n;
-  if (steps_ > limits_.max_steps) {
-    return Status::Errorf("template exceeded its budget of ", limits_.max_steps, " evaluation steps");
-  }
-  return OkStatus();
+Status Interpreter::OverBudget() const {
+  return Status::Errorf("template exceeded its budget of ", limits_.max_steps, " evaluation steps");
 }
 
 Status Interpreter::Render(const Body& body, std::shared_ptr<Scope> globals, std::string* out) {
   out->clear();
+  out->reserve(8192);  // a typical chat prompt: the buffer grows at most a few times
   G4_ASSIGN_OR_RETURN(Flow flow, Exec(body, globals, *out));
   (void)flow;
   return OkStatus();
@@ -445,13 +447,13 @@ Result<Value> Interpreter::EvalInner(const Expr& expr, const ScopePtr& scope) {
     }
     case ExprKind::kUnary: {
       G4_ASSIGN_OR_RETURN(Value operand, Eval(*expr.children[0], scope));
-      if (expr.name == "not") return Value::Bool(!operand.Truthy());
+      if (expr.name == "not"sv) return Value::Bool(!operand.Truthy());
       if (operand.is_undefined()) return UndefinedError(operand);
-      if (operand.is_float()) return Value::Float(expr.name == "-" ? -operand.as_double() : operand.as_double());
+      if (operand.is_float()) return Value::Float(expr.name == "-"sv ? -operand.as_double() : operand.as_double());
       if (operand.is_number()) {
         const int64_t i = operand.as_int();
-        if (expr.name == "-" && i == INT64_MIN) return Status::Error("integer overflow");
-        return Value::Int(expr.name == "-" ? -i : i);
+        if (expr.name == "-"sv && i == INT64_MIN) return Status::Error("integer overflow");
+        return Value::Int(expr.name == "-"sv ? -i : i);
       }
       return Status::Errorf("bad operand type for unary ", expr.name, ": '", TypeName(operand), "'");
     }
@@ -471,8 +473,8 @@ Result<Value> Interpreter::EvalInner(const Expr& expr, const ScopePtr& scope) {
 
 Result<Value> Interpreter::EvalBinary(const Expr& expr, const ScopePtr& scope) {
   G4_ASSIGN_OR_RETURN(Value left, Eval(*expr.children[0], scope));
-  if (expr.name == "and") return left.Truthy() ? Eval(*expr.children[1], scope) : Result<Value>(left);
-  if (expr.name == "or") return left.Truthy() ? Result<Value>(left) : Eval(*expr.children[1], scope);
+  if (expr.name == "and"sv) return left.Truthy() ? Eval(*expr.children[1], scope) : Result<Value>(left);
+  if (expr.name == "or"sv) return left.Truthy() ? Result<Value>(left) : Eval(*expr.children[1], scope);
   G4_ASSIGN_OR_RETURN(Value right, Eval(*expr.children[1], scope));
   return BinaryOp(expr.name, left, right, limits_.max_output_bytes);
 }
@@ -483,17 +485,17 @@ Result<Value> Interpreter::EvalCompare(const Expr& expr, const ScopePtr& scope) 
     G4_ASSIGN_OR_RETURN(Value right, Eval(*expr.children[i + 1], scope));
     const std::string& op = expr.ops[i];
     bool result = false;
-    if (op == "==" || op == "!=") {
-      result = ValuesEqual(left, right) == (op == "==");
-    } else if (op == "in" || op == "notin") {
+    if (op == "=="sv || op == "!="sv) {
+      result = ValuesEqual(left, right) == (op == "=="sv);
+    } else if (op == "in"sv || op == "notin"sv) {
       G4_ASSIGN_OR_RETURN(bool found, Contains(right, left));
-      result = found == (op == "in");
+      result = found == (op == "in"sv);
     } else {
       if (left.is_undefined()) return UndefinedError(left);
       if (right.is_undefined()) return UndefinedError(right);
-      const bool flip = op == ">" || op == ">=";
+      const bool flip = op == ">"sv || op == ">="sv;
       G4_ASSIGN_OR_RETURN(bool less, flip ? ValueLess(right, left) : ValueLess(left, right));
-      result = less || ((op == "<=" || op == ">=") && ValuesEqual(left, right));
+      result = less || ((op == "<="sv || op == ">="sv) && ValuesEqual(left, right));
     }
     if (!result) return Value::Bool(false);
     left = std::move(right);

@@ -30,6 +30,7 @@ class ScopeVars {
     for (auto& [k, v] : entries_) {
       if (k == name) return v;
     }
+    if (entries_.empty()) entries_.reserve(4);  // most scopes hold a loop target and `loop`
     entries_.emplace_back(name, Value());
     return entries_.back().second;
   }
@@ -61,12 +62,18 @@ class Interpreter {
   Result<Value> Call(const Value& callee, CallArgs& args);
   Result<Value> ApplyFilter(const std::string& name, const Value& value, CallArgs& args);
   Result<bool> ApplyTest(const std::string& name, const Value& value, CallArgs& args);
-  // Charges `n` steps (or bytes of work) against the render's budget.
-  Status Charge(uint64_t n);
+  // Charges `n` steps (or bytes of work) against the render's budget. Inline: every evaluation
+  // calls it, and the in-budget path must not leave the caller.
+  Status Charge(uint64_t n) {
+    steps_ += n;
+    if (steps_ > limits_.max_steps) [[unlikely]] return OverBudget();
+    return OkStatus();
+  }
   size_t max_output_bytes() const { return limits_.max_output_bytes; }
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
+  Status OverBudget() const;
   using ScopePtr = std::shared_ptr<Scope>;
 
   Result<Flow> Exec(const Body& body, const ScopePtr& scope, std::string& out);
