@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <string_view>
 #include <unordered_map>
 
 #include "template/interpreter.h"
@@ -612,36 +613,39 @@ Result<bool> CompareTest(const Value& value, CallArgs& args, const char* op) {
   return less || ValuesEqual(value, other);
 }
 
+// Test names compare as string_views: a length mismatch rejects without strlen or memcmp.
+using namespace std::string_view_literals;
+
 Result<bool> RunTestImpl(Interpreter&, const std::string& name, const Value& v, CallArgs& args) {
-  if (name == "defined") return !v.is_undefined();
-  if (name == "undefined") return v.is_undefined();
-  if (name == "none") return v.is_none();
-  if (name == "boolean") return v.is_bool();
-  if (name == "true") return v.is_bool() && v.as_bool();
-  if (name == "false") return v.is_bool() && !v.as_bool();
-  if (name == "integer") return v.is_int();
-  if (name == "float") return v.is_float();
-  if (name == "number") return v.is_number();
-  if (name == "string") return v.is_string();
-  if (name == "mapping") return v.is_dict();
-  if (name == "iterable") return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
-  if (name == "sequence") return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
-  if (name == "callable") return v.is_callable();
-  if (name == "escaped") return false;
-  if (name == "lower" || name == "upper") {
+  if (name == "defined"sv) return !v.is_undefined();
+  if (name == "undefined"sv) return v.is_undefined();
+  if (name == "none"sv) return v.is_none();
+  if (name == "boolean"sv) return v.is_bool();
+  if (name == "true"sv) return v.is_bool() && v.as_bool();
+  if (name == "false"sv) return v.is_bool() && !v.as_bool();
+  if (name == "integer"sv) return v.is_int();
+  if (name == "float"sv) return v.is_float();
+  if (name == "number"sv) return v.is_number();
+  if (name == "string"sv) return v.is_string();
+  if (name == "mapping"sv) return v.is_dict();
+  if (name == "iterable"sv) return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
+  if (name == "sequence"sv) return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
+  if (name == "callable"sv) return v.is_callable();
+  if (name == "escaped"sv) return false;
+  if (name == "lower"sv || name == "upper"sv) {
     const std::string s = v.ToString();
     bool cased = false;
     for (char c : s) {
-      if ((name == "lower" && c >= 'A' && c <= 'Z') || (name == "upper" && c >= 'a' && c <= 'z')) return false;
+      if ((name == "lower"sv && c >= 'A' && c <= 'Z') || (name == "upper"sv && c >= 'a' && c <= 'z')) return false;
       cased = cased || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
     }
     return cased;
   }
-  if (name == "odd" || name == "even" || name == "divisibleby") {
+  if (name == "odd"sv || name == "even"sv || name == "divisibleby"sv) {
     if (v.is_undefined()) return Status::Error(v.str());
     if (!v.is_int() && !v.is_bool()) return Status::Errorf("test '", name, "' needs an integer, got ", TypeName(v));
     int64_t divisor = 2;
-    if (name == "divisibleby") {
+    if (name == "divisibleby"sv) {
       if (args.positional.empty() || !args.positional[0].is_number() || args.positional[0].is_float()) {
         return Status::Error("divisibleby needs an integer argument");
       }
@@ -649,9 +653,9 @@ Result<bool> RunTestImpl(Interpreter&, const std::string& name, const Value& v, 
       if (divisor == 0) return Status::Error("integer modulo by zero");
     }
     const int64_t m = divisor == -1 ? 0 : v.as_int() % divisor;
-    return name == "odd" ? m != 0 : m == 0;
+    return name == "odd"sv ? m != 0 : m == 0;
   }
-  if (name == "sameas") {
+  if (name == "sameas"sv) {
     if (args.positional.empty()) return Status::Error("sameas needs an argument");
     const Value& o = args.positional[0];
     if (v.type() != o.type()) return false;
@@ -660,18 +664,18 @@ Result<bool> RunTestImpl(Interpreter&, const std::string& name, const Value& v, 
     if (v.is_dict() || v.is_namespace()) return &v.dict() == &o.dict();
     return false;
   }
-  if (name == "eq" || name == "equalto" || name == "==") return CompareTest(v, args, "==");
-  if (name == "ne" || name == "!=") return CompareTest(v, args, "!=");
-  if (name == "lt" || name == "lessthan" || name == "<") return CompareTest(v, args, "<");
-  if (name == "le" || name == "<=") return CompareTest(v, args, "<=");
-  if (name == "gt" || name == "greaterthan" || name == ">") return CompareTest(v, args, ">");
-  if (name == "ge" || name == ">=") return CompareTest(v, args, ">=");
-  if (name == "in") {
+  if (name == "eq"sv || name == "equalto"sv || name == "==") return CompareTest(v, args, "==");
+  if (name == "ne"sv || name == "!=") return CompareTest(v, args, "!=");
+  if (name == "lt"sv || name == "lessthan"sv || name == "<") return CompareTest(v, args, "<");
+  if (name == "le"sv || name == "<=") return CompareTest(v, args, "<=");
+  if (name == "gt"sv || name == "greaterthan"sv || name == ">") return CompareTest(v, args, ">");
+  if (name == "ge"sv || name == ">=") return CompareTest(v, args, ">=");
+  if (name == "in"sv) {
     if (args.positional.empty()) return Status::Error("in needs an argument");
     return Contains(args.positional[0], v);
   }
-  if (name == "filter") return v.is_string() && Filters().count(v.str()) > 0;
-  if (name == "test") return v.is_string() && HasTest(v.str());
+  if (name == "filter"sv) return v.is_string() && Filters().count(v.str()) > 0;
+  if (name == "test"sv) return v.is_string() && HasTest(v.str());
   return Status::Errorf("no test named '", name, "'");
 }
 

@@ -1,6 +1,7 @@
 // Python methods of str, dict and list that chat templates call. Methods that mutate a value are
 // refused, as Jinja2's ImmutableSandboxedEnvironment refuses them.
 #include <algorithm>
+#include <string_view>
 
 #include "template/interpreter.h"
 
@@ -246,17 +247,20 @@ Result<Value> StringMethod(Interpreter& interp, const std::string& self, const s
   return Status::Errorf("'str' object has no attribute '", name, "'");
 }
 
-const char* const kStringMethods[] = {"startswith", "endswith", "strip", "lstrip", "rstrip", "split", "rsplit",
+// string_views: a lookup compares lengths first, and most attribute names (role, content) match none.
+using namespace std::string_view_literals;
+
+constexpr std::string_view kStringMethods[] = {"startswith", "endswith", "strip", "lstrip", "rstrip", "split", "rsplit",
                                       "splitlines", "replace", "upper", "lower", "title", "capitalize", "center",
                                       "find", "rfind", "index", "rindex", "count", "join", "format", "isdigit",
                                       "isalpha", "isalnum", "isspace", "islower", "isupper", "removeprefix",
                                       "removesuffix"};
-const char* const kUnsafeDictMethods[] = {"pop", "popitem", "update", "setdefault", "clear"};
-const char* const kUnsafeListMethods[] = {"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear"};
+constexpr std::string_view kUnsafeDictMethods[] = {"pop", "popitem", "update", "setdefault", "clear"};
+constexpr std::string_view kUnsafeListMethods[] = {"append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear"};
 
 template <size_t N>
-bool In(const char* const (&names)[N], const std::string& name) {
-  return std::any_of(std::begin(names), std::end(names), [&](const char* n) { return name == n; });
+bool In(const std::string_view (&names)[N], const std::string& name) {
+  return std::any_of(std::begin(names), std::end(names), [&](std::string_view n) { return name == n; });
 }
 
 Value Unsafe(const Value& target, const std::string& name) {
@@ -272,7 +276,7 @@ std::optional<Value> GetMethod(const Value& target, const std::string& name) {
   }
   if (target.is_dict()) {
     if (In(kUnsafeDictMethods, name)) return Unsafe(target, name);
-    if (name == "get") {
+    if (name == "get"sv) {
       return Value::Function(name, [target](Interpreter&, CallArgs& args) -> Result<Value> {
         if (args.positional.empty() || args.positional.size() > 2) return Status::Error("get expected 1 or 2 arguments");
         const Value* found = target.dict().Find(args.positional[0]);
@@ -280,16 +284,16 @@ std::optional<Value> GetMethod(const Value& target, const std::string& name) {
         return args.positional.size() > 1 ? args.positional[1] : Value::None();
       });
     }
-    if (name == "items" || name == "keys" || name == "values") {
+    if (name == "items"sv || name == "keys"sv || name == "values"sv) {
       return Value::Function(name, [target, name](Interpreter&, CallArgs&) -> Result<Value> {
         std::vector<Value> out;
         for (const auto& [k, v] : target.dict().items) {
-          out.push_back(name == "items" ? Value::Tuple({k, v}) : name == "keys" ? k : v);
+          out.push_back(name == "items"sv ? Value::Tuple({k, v}) : name == "keys"sv ? k : v);
         }
         return Value::List(std::move(out));
       });
     }
-    if (name == "copy") {
+    if (name == "copy"sv) {
       return Value::Function(name, [target](Interpreter&, CallArgs&) -> Result<Value> {
         Value copy = Value::Dict();
         copy.dict().items = target.dict().items;
@@ -299,17 +303,17 @@ std::optional<Value> GetMethod(const Value& target, const std::string& name) {
   }
   if (target.is_list()) {
     if (In(kUnsafeListMethods, name)) return Unsafe(target, name);
-    if (name == "index" || name == "count") {
+    if (name == "index"sv || name == "count"sv) {
       return Value::Function(name, [target, name](Interpreter&, CallArgs& args) -> Result<Value> {
         if (args.positional.empty()) return Status::Errorf(name, "() takes at least 1 argument");
         const auto& items = target.list().items;
         int64_t count = 0;
         for (size_t i = 0; i < items.size(); ++i) {
           if (!ValuesEqual(items[i], args.positional[0])) continue;
-          if (name == "index") return Value::Int(static_cast<int64_t>(i));
+          if (name == "index"sv) return Value::Int(static_cast<int64_t>(i));
           ++count;
         }
-        if (name == "index") return Status::Errorf(args.positional[0].Repr(), " is not in list");
+        if (name == "index"sv) return Status::Errorf(args.positional[0].Repr(), " is not in list");
         return Value::Int(count);
       });
     }

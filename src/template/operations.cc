@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 
 #include "template/interpreter.h"
 
@@ -217,8 +218,11 @@ double PyFloorMod(double a, double b) {
 
 }  // namespace
 
+// Operator names compare as string_views: a length mismatch rejects without strlen or memcmp.
+using namespace std::string_view_literals;
+
 Result<Value> BinaryOp(const std::string& op, const Value& a, const Value& b, size_t max_bytes) {
-  if (op == "~") {
+  if (op == "~"sv) {
     std::string out = a.ToString();
     out += b.ToString();
     if (out.size() > max_bytes) return Status::Errorf("string value exceeds ", max_bytes, " bytes");
@@ -226,7 +230,7 @@ Result<Value> BinaryOp(const std::string& op, const Value& a, const Value& b, si
   }
   if (a.is_undefined()) return UndefinedError(a);
   if (b.is_undefined()) return UndefinedError(b);
-  if (op == "%" && a.is_string()) {
+  if (op == "%"sv && a.is_string()) {
     G4_ASSIGN_OR_RETURN(std::string text, PercentFormat(a.str(), b));
     return Value::String(std::move(text));
   }
@@ -235,41 +239,41 @@ Result<Value> BinaryOp(const std::string& op, const Value& a, const Value& b, si
     const double x = a.as_double(), y = b.as_double();
     const int64_t i = a.as_int(), j = b.as_int();
     int64_t r = 0;
-    if (op == "+") {
+    if (op == "+"sv) {
       if (floats) return Value::Float(x + y);
       if (AddOverflows(i, j, &r)) return Status::Error("integer overflow");
       return Value::Int(r);
     }
-    if (op == "-") {
+    if (op == "-"sv) {
       if (floats) return Value::Float(x - y);
       if (__builtin_sub_overflow(i, j, &r)) return Status::Error("integer overflow");
       return Value::Int(r);
     }
-    if (op == "*") {
+    if (op == "*"sv) {
       if (floats) return Value::Float(x * y);
       if (__builtin_mul_overflow(i, j, &r)) return Status::Error("integer overflow");
       return Value::Int(r);
     }
-    if (op == "/") {
+    if (op == "/"sv) {
       if (y == 0) return Status::Error(floats ? "float division by zero" : "division by zero");
       return Value::Float(x / y);
     }
-    if (op == "//" || op == "%") {
+    if (op == "//"sv || op == "%"sv) {
       if (floats) {
-        if (y == 0) return Status::Error(op == "//" ? "float floor division by zero" : "float modulo");
+        if (y == 0) return Status::Error(op == "//"sv ? "float floor division by zero" : "float modulo");
         const double m = PyFloorMod(x, y);
-        return Value::Float(op == "%" ? m : std::round((x - m) / y));
+        return Value::Float(op == "%"sv ? m : std::round((x - m) / y));
       }
-      if (j == 0) return Status::Error(op == "//" ? "integer division or modulo by zero" : "integer modulo by zero");
+      if (j == 0) return Status::Error(op == "//"sv ? "integer division or modulo by zero" : "integer modulo by zero");
       if (i == INT64_MIN && j == -1) return Status::Error("integer overflow");
       int64_t q = i / j, m = i % j;
       if (m != 0 && ((m < 0) != (j < 0))) {
         m += j;
         --q;
       }
-      return Value::Int(op == "//" ? q : m);
+      return Value::Int(op == "//"sv ? q : m);
     }
-    if (op == "**") {
+    if (op == "**"sv) {
       if (!floats && j >= 0) {
         int64_t result = 1, base = i;
         for (int64_t e = j; e > 0; e >>= 1) {
@@ -284,7 +288,7 @@ Result<Value> BinaryOp(const std::string& op, const Value& a, const Value& b, si
       return Value::Float(p);
     }
   }
-  if (op == "+") {
+  if (op == "+"sv) {
     if (a.is_string() && b.is_string()) {
       if (a.str().size() + b.str().size() > max_bytes) return Status::Errorf("string value exceeds ", max_bytes, " bytes");
       return Value::String(a.str() + b.str());
@@ -296,7 +300,7 @@ Result<Value> BinaryOp(const std::string& op, const Value& a, const Value& b, si
       return a.list().is_tuple ? Value::Tuple(std::move(items)) : Value::List(std::move(items));
     }
   }
-  if (op == "*") {
+  if (op == "*"sv) {
     if ((a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) return Repeat(a, b.as_int(), max_bytes);
     if ((b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return Repeat(b, a.as_int(), max_bytes);
   }
