@@ -83,6 +83,18 @@ RowTable PleTable(const ModelWeights& w, int width) {
   return RowTable{nullptr, w.ple_table, w.ple_dtype, width, WeightType::kBF16, w.ple_scale};
 }
 
+// x[r] += RmsNorm(proj[r]) * weight for each of the n rows (the post norms after attention,
+// after the MLP and after the per-layer-input block); proj is normalised in place.
+void NormAndAddToResidual(float* proj, const std::vector<float>& weight, int n, int H, float eps,
+                          float* x) {
+  for (int r = 0; r < n; ++r) {
+    float* pr = proj + static_cast<size_t>(r) * H;
+    float* xr = x + static_cast<size_t>(r) * H;
+    RmsNorm(pr, weight.data(), H, eps, pr);
+    for (int i = 0; i < H; ++i) xr[i] += pr[i];
+  }
+}
+
 }  // namespace
 
 // §3.4 The tied LM head over m normed rows (act.logits_in) into logits[m, vocab]. Under tensor
@@ -289,12 +301,7 @@ void Model::DecoderLayer(const LayerPlan& lp, const std::vector<BatchRow>& rows,
   Attention(lp, rows, act);
   MatMul(lw.o_proj, act.attn.data(), n, act.proj.data(), *pool_);
   if (comm_) comm_->AllReduceSum(act.proj.data(), static_cast<size_t>(n) * H);
-  for (int r = 0; r < n; ++r) {
-    float* pr = act.proj.data() + static_cast<size_t>(r) * H;
-    float* xr = x + static_cast<size_t>(r) * H;
-    RmsNorm(pr, lw.post_attention_norm.data(), H, eps, pr);
-    for (int i = 0; i < H; ++i) xr[i] += pr[i];
-  }
+  NormAndAddToResidual(act.proj.data(), lw.post_attention_norm, n, H, eps, x);
   // 8-10. Feed-forward: down(gelu(gate) * up), post norm, residual.
   for (int r = 0; r < n; ++r)
     RmsNorm(x + static_cast<size_t>(r) * H, lw.pre_feedforward_norm.data(), H, eps,
@@ -303,12 +310,7 @@ void Model::DecoderLayer(const LayerPlan& lp, const std::vector<BatchRow>& rows,
                 n, *pool_);
   MatMul(lw.down_proj, act.gate.data(), n, act.proj.data(), *pool_);
   if (comm_) comm_->AllReduceSum(act.proj.data(), static_cast<size_t>(n) * H);
-  for (int r = 0; r < n; ++r) {
-    float* pr = act.proj.data() + static_cast<size_t>(r) * H;
-    float* xr = x + static_cast<size_t>(r) * H;
-    RmsNorm(pr, lw.post_feedforward_norm.data(), H, eps, pr);
-    for (int i = 0; i < H; ++i) xr[i] += pr[i];
-  }
+  NormAndAddToResidual(act.proj.data(), lw.post_feedforward_norm, n, H, eps, x);
   // 11-12. Per-layer-input block (E2B/E4B): gate(x) -> gelu -> * p_i -> projection -> norm.
   if (P > 0) {
     MatMul(lw.ple_gate, x, n, act.ple_gate.data(), *pool_);
@@ -318,12 +320,7 @@ void Model::DecoderLayer(const LayerPlan& lp, const std::vector<BatchRow>& rows,
       GeluTanhMul(g, p, P, *pool_);
     }
     MatMul(lw.ple_projection, act.ple_gate.data(), n, act.ple_out.data(), *pool_);
-    for (int r = 0; r < n; ++r) {
-      float* zr = act.ple_out.data() + static_cast<size_t>(r) * H;
-      float* xr = x + static_cast<size_t>(r) * H;
-      RmsNorm(zr, lw.ple_post_norm.data(), H, eps, zr);
-      for (int i = 0; i < H; ++i) xr[i] += zr[i];
-    }
+    NormAndAddToResidual(act.ple_out.data(), lw.ple_post_norm, n, H, eps, x);
   }
   // 13. layer_scalar scales the whole residual stream.
   if (!skip_layer_scalar_)
