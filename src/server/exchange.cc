@@ -117,13 +117,15 @@ namespace {
 // (waiting up to 100 ms for something), and the tail once the sequence is done.
 class SseWriter {
  public:
-  SseWriter(std::shared_ptr<Exchange> ex, int fd) : ex_(std::move(ex)), fd_(fd) {}
+  SseWriter(std::shared_ptr<Exchange> ex, int fd, std::shared_ptr<StreamFormat> format)
+      : ex_(std::move(ex)), fd_(fd), format_(std::move(format)) {}
 
   bool operator()(size_t, httplib::DataSink& sink) {
     auto write = [&](const std::string& data) { return sink.write(data.data(), data.size()); };
     const ApiRoute route = ex_->route;
     if (!started_) {
       started_ = true;
+      if (format_) return write(format_->Start());
       if (route == ApiRoute::kChat)
         return write(Sse(ChatChunk(ex_->who, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr)));
     }
@@ -137,12 +139,14 @@ class SseWriter {
     }
     if (events.empty() && !done && PeerClosed(fd_)) return false;  // the releaser cancels
     for (const Event& ev : events) {
-      const std::string piece = StreamPiece(route, ex_->who, ev.delta, ex_->want_logprobs ? ev.logprobs : json());
+      const std::string piece = format_ ? format_->Piece(ev) : StreamPiece(route, ex_->who, ev.delta, ex_->want_logprobs ? ev.logprobs : json());
       if (!piece.empty() && !write(piece)) return false;
     }
     if (!done) return true;
     // Done is final: result and tool_calls no longer change.
-    if (!write(StreamTail(route, ex_->who, ex_->result, ex_->tool_calls, ex_->include_usage))) return false;
+    const std::string tail = format_ ? format_->Tail(ex_->result, ex_->tool_calls)
+                                     : StreamTail(route, ex_->who, ex_->result, ex_->tool_calls, ex_->include_usage);
+    if (!write(tail)) return false;
     sink.done();
     return true;
   }
@@ -150,17 +154,19 @@ class SseWriter {
  private:
   std::shared_ptr<Exchange> ex_;
   int fd_;
+  std::shared_ptr<StreamFormat> format_;  // null: chat/completions chunks
   bool started_ = false;
   size_t next_event_ = 0;
 };
 
 }  // namespace
 
-void StreamExchange(std::shared_ptr<Exchange> ex, int fd, httplib::Response& res, std::atomic<int>* in_flight) {
+void StreamExchange(std::shared_ptr<Exchange> ex, int fd, httplib::Response& res, std::atomic<int>* in_flight,
+                    std::shared_ptr<StreamFormat> format) {
   in_flight->fetch_add(1);  // released by the releaser, after the last byte
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
-      "text/event-stream", SseWriter(ex, fd), [ex, in_flight](bool success) {
+      "text/event-stream", SseWriter(ex, fd, std::move(format)), [ex, in_flight](bool success) {
         bool done;
         {
           std::lock_guard<std::mutex> lock(ex->mutex);

@@ -73,9 +73,21 @@ bool WaitDone(Exchange& ex, int fd);
 // The whole output of a finished exchange.
 GeneratedOutput Gather(Exchange& ex);
 
+// How another API writes a stream (the Responses API's events): the SSE text that opens it, that
+// of each event, and the tail once the sequence is done. Without one, a stream is chat or
+// completions chunks by the exchange's route.
+class StreamFormat {
+ public:
+  virtual ~StreamFormat() = default;
+  virtual std::string Start() = 0;
+  virtual std::string Piece(const Event& event) = 0;
+  virtual std::string Tail(const SequenceResult& result, const nlohmann::json& tool_calls) = 0;
+};
+
 // Answers with an SSE stream of the exchange's events, written by httplib on this HTTP thread as
 // they come. `in_flight` counts the stream until its last byte is written (or the client left,
 // which cancels the sequence).
-void StreamExchange(std::shared_ptr<Exchange> ex, int fd, httplib::Response& res, std::atomic<int>* in_flight);
+void StreamExchange(std::shared_ptr<Exchange> ex, int fd, httplib::Response& res, std::atomic<int>* in_flight,
+                    std::shared_ptr<StreamFormat> format = nullptr);
 
 }  // namespace g4

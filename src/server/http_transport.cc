@@ -26,7 +26,8 @@ void SendError(httplib::Response& res, const ApiError& e) { SendJson(res, e.stat
 
 std::string RouteLabel(const std::string& path) {
   static const char* kRoutes[] = {"/v1/chat/completions", "/v1/completions", "/generate", "/v1/models",
-                                  "/health", "/v1/health", "/metrics", "/tokenize", "/detokenize"};
+                                  "/health", "/v1/health", "/metrics", "/tokenize", "/detokenize",
+                                  "/v1/responses"};
   for (const char* r : kRoutes)
     if (path == r) return r;
   return "other";

@@ -11,6 +11,7 @@
 #include "server/exchange.h"
 #include "server/http_transport.h"
 #include "server/openai_response.h"
+#include "server/responses_api.h"
 #include "tokenizer/chat_gemma4.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -204,6 +205,102 @@ void HandleGeneration(ServerState& s, ApiRoute route, const httplib::Request& re
   RespondWhole(s, r, *ex, fd, res);
 }
 
+// /v1/responses: a stream's events come from the ResponsesWriter, and a finished response goes
+// into the store (unless the request said store: false).
+void StoreResponse(ServerState& s, const ResponsesWriter& writer) {
+  if (writer.request().store) s.responses.Put(writer.id(), {writer.Response(), writer.Conversation()});
+}
+
+class ResponsesStreamFormat : public StreamFormat {
+ public:
+  ResponsesStreamFormat(ServerState& s, ResponsesWriter writer) : s_(s), writer_(std::move(writer)) {}
+  std::string Start() override { return writer_.Start(); }
+  std::string Piece(const Event& event) override { return writer_.Add(event.delta); }
+  std::string Tail(const SequenceResult& result, const json& tool_calls) override {
+    std::string tail = writer_.Finish(result, tool_calls);
+    StoreResponse(s_, writer_);
+    return tail;
+  }
+
+ private:
+  ServerState& s_;
+  ResponsesWriter writer_;
+};
+
+// POST /v1/responses: translated to a chat request (responses_api.h), then the chat path.
+void HandleResponses(ServerState& s, const httplib::Request& req, httplib::Response& res) {
+  ServingEngine& engine = *s.engine.load();
+  ResponsesRequest rr;
+  ApiError error;
+  auto lookup = [&s](const std::string& id) -> std::optional<nlohmann::ordered_json> {
+    std::optional<StoredResponse> stored = s.responses.Get(id);
+    if (!stored) return std::nullopt;
+    return std::move(stored->conversation);
+  };
+  if (!ParseResponsesRequest(req.body, s.limits, lookup, &rr, &error)) {
+    s.metrics.CountError(error.code.empty() ? "invalid_request" : error.code);
+    return SendError(res, error);
+  }
+  const ApiRequest r = rr.api;
+  std::vector<int> prompt;
+  bool in_thought = false;
+  if (!BuildPrompt(s, engine, r, &prompt, &in_thought, &error)) {
+    if (error.param == "messages") error.param = "input";
+    s.metrics.CountError(error.code.empty() ? "invalid_request" : error.code);
+    return SendError(res, error);
+  }
+  std::shared_ptr<Exchange> ex = NewExchange(s, engine, r, req.path, in_thought);
+  ex->who.id = NewId(s, "resp_");
+  SequenceRequest seq;
+  if (!BuildSequence(s, engine, r, std::move(prompt), ex, &seq, &error)) {
+    if (error.param == "max_tokens") error.param = "max_output_tokens";
+    if (error.param == "messages") error.param = "input";
+    s.metrics.CountError("invalid_request");
+    return SendError(res, error);
+  }
+  if (!Submit(s, engine, std::move(seq), *ex, res)) return;
+  ResponsesWriter writer(std::move(rr), ex->who.id, ex->who.created, ex->who.model);
+  const int fd = FindConnectionSocket(req);
+  if (r.stream)
+    return StreamExchange(ex, fd, res, &s.in_flight, std::make_shared<ResponsesStreamFormat>(s, std::move(writer)));
+  if (!WaitDone(*ex, fd)) {
+    s.metrics.CountError("client_disconnected");
+    res.status = 499;
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(ex->mutex);
+    if (ex->result.finish_reason == "error") {
+      s.metrics.CountError("engine");
+      return SendError(res, MakeApiError(500, "generation failed: " + ex->result.error, "server_error"));
+    }
+    writer.Start();
+    for (const Event& ev : ex->events) writer.Add(ev.delta);
+    writer.Finish(ex->result, ex->tool_calls);
+  }
+  StoreResponse(s, writer);
+  SendJson(res, 200, writer.Response());
+}
+
+// GET and DELETE /v1/responses/{id}: the store's copy.
+void HandleStoredResponse(ServerState& s, bool erase, const httplib::Request& req, httplib::Response& res) {
+  const std::string id = req.matches[1];
+  if (erase) {
+    if (!s.responses.Erase(id))
+      return SendError(res, MakeApiError(404, Str("Response with id '", id, "' not found."), "invalid_request_error",
+                                         "not_found", "response_id"));
+    return SendJson(res, 200, {{"id", id}, {"object", "response.deleted"}, {"deleted", true}});
+  }
+  if (req.has_param("stream") && req.get_param_value("stream") != "false")
+    return SendError(res, MakeApiError(400, "streaming a stored response again is not supported",
+                                       "invalid_request_error", "", "stream"));
+  std::optional<StoredResponse> stored = s.responses.Get(id);
+  if (!stored)
+    return SendError(res, MakeApiError(404, Str("Response with id '", id, "' not found."), "invalid_request_error",
+                                       "not_found", "response_id"));
+  SendJson(res, 200, stored->response);
+}
+
 void HandleTokenize(ServerState& s, const httplib::Request& req, httplib::Response& res) {
   const Tokenizer& tok = s.engine.load()->tokenizer();
   TokenizeRequest r;
@@ -315,6 +412,17 @@ void RegisterRoutes(httplib::Server& svr, ServerState& s) {
       {"/generate", ApiRoute::kGenerate}};
   for (const auto& [path, route] : generation)
     post(path, [&s, route = route](const auto& req, auto& res) { HandleGeneration(s, route, req, res); });
+  post("/v1/responses", [&s](const auto& req, auto& res) { HandleResponses(s, req, res); });
+  const std::string stored = R"(/v1/responses/([A-Za-z0-9_.\-]+))";
+  for (const bool erase : {false, true}) {
+    Handler fn = Counted(s, "/v1/responses/{id}", /*needs_model=*/false,
+                         [&s, erase](const auto& req, auto& res) { HandleStoredResponse(s, erase, req, res); });
+    if (erase) {
+      svr.Delete(stored, std::move(fn));
+    } else {
+      svr.Get(stored, std::move(fn));
+    }
+  }
   post("/tokenize", [&s](const auto& req, auto& res) { HandleTokenize(s, req, res); });
   post("/detokenize", [&s](const auto& req, auto& res) { HandleDetokenize(s, req, res); });
   post("/apply-template", [&s](const auto& req, auto& res) { HandleApplyTemplate(s, req, res); });

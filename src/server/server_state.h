@@ -10,6 +10,7 @@
 #include "runtime/serving_engine.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
+#include "server/responses_store.h"
 #include "server/server.h"
 
 namespace g4 {
@@ -28,7 +29,8 @@ struct ServerState {
   Metrics metrics;
   std::atomic<int> in_flight{0};  // requests being handled, and streams until their last byte
   std::atomic<uint64_t> next_request{1};
-  std::string id_salt;  // random per process, so ids do not repeat across restarts
+  std::string id_salt;
+  ResponseStore responses;  // /v1/responses: previous_response_id, GET and DELETE  // random per process, so ids do not repeat across restarts
 };
 
 }  // namespace g4
