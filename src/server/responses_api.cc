@@ -334,7 +334,15 @@ void RenameParam(ApiError* error) {
                                                             {"max_tokens", "max_output_tokens"},
                                                             {"response_format", "text.format"},
                                                             {"reasoning_effort", "reasoning.effort"}};
-  if (auto it = kNames.find(error->param); it != kNames.end()) error->param = it->second;
+  auto it = kNames.find(error->param);
+  if (it == kNames.end()) return;
+  // The message names it too ("'max_tokens' must be at least 1"); response_format's message
+  // stays chat's own, so that the two routes refuse a format in the same words.
+  const std::string quoted = "'" + it->first + "'";
+  if (it->first != "response_format")
+    for (size_t at = error->message.find(quoted); at != std::string::npos; at = error->message.find(quoted, at))
+      error->message.replace(at, quoted.size(), "'" + it->second + "'");
+  error->param = it->second;
 }
 
 }  // namespace

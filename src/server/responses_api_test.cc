@@ -162,7 +162,8 @@ TEST(ResponsesApi, MalformedInputIsA400NamingTheField) {
   ParseError(R"({"input":"x","tools":[{"type":"function","function":{"name":"f"}}]})", "tools");
   ParseError(R"({"input":"x","tool_choice":{"type":"file_search"}})", "tool_choice");
   ParseError(R"({"input":"x","tool_choice":"required"})", "tool_choice");
-  ParseError(R"({"input":"x","max_output_tokens":0})", "max_output_tokens");
+  EXPECT_EQ(ParseError(R"({"input":"x","max_output_tokens":0})", "max_output_tokens").message,
+            "'max_output_tokens' must be at least 1, got 0");
   ParseError(R"({"input":"x","temperature":3})", "temperature");
   ParseError(R"({"input":"x","store":"yes"})", "store");
   ParseError(R"({"input":"x","background":true})", "background");
