@@ -92,6 +92,8 @@ int RunServe(int argc, char** argv) {
                  "seconds a client may take to send a request body (then 408)");
   app.add_option("--prefill-chunk", o.prefill_chunk, "prompt tokens of one sequence per step");
   app.add_option("--batch-rows", o.max_batch_rows, "prompt tokens over all sequences per step");
+  app.add_option("--responses-store", o.stored_responses,
+                 "/v1/responses kept in memory for previous_response_id and GET (LRU; 0 = none)");
   app.add_flag("--no-prefix-reuse", no_prefix_reuse, "always prefill the whole prompt");
   app.add_flag("--quiet", quiet, "no per-request log lines");
   CLI11_PARSE(app, argc, argv);
@@ -99,8 +101,8 @@ int RunServe(int argc, char** argv) {
   o.prefix_reuse = !no_prefix_reuse;
   o.log_requests = !quiet;
   if (o.timeout_seconds <= 0 || o.grace_seconds < 0 || o.max_queue < 0 || o.prefill_chunk < 1 ||
-      o.max_batch_rows < 1 || o.max_body_bytes < 1024 || o.body_timeout_seconds <= 0) {
-    std::fprintf(stderr, "g4 serve: --timeout must be > 0, --grace and --max-queue >= 0, --prefill-chunk and "
+      o.max_batch_rows < 1 || o.max_body_bytes < 1024 || o.body_timeout_seconds <= 0 || o.stored_responses < 0) {
+    std::fprintf(stderr, "g4 serve: --timeout must be > 0, --grace, --max-queue and --responses-store >= 0, --prefill-chunk and "
                          "--batch-rows >= 1, --max-body >= 1024, --body-timeout > 0\n");
     return 2;
   }

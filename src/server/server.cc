@@ -151,6 +151,7 @@ int RunServer(const ServerOptions& options, const ServingEngineFactory& load_eng
   s.options = options;
   s.id_salt = NewIdSalt();
   s.model_name = ModelName(options);
+  s.responses.set_capacity(static_cast<size_t>(options.stored_responses));
   const sigset_t signals = BlockStopSignals();
 
   httplib::Server svr;

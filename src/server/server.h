@@ -32,6 +32,8 @@ struct ServerOptions {
   int prefill_chunk = 64;
   int max_batch_rows = 256;
   bool prefix_reuse = true;
+  // /v1/responses kept for previous_response_id and GET (least recently used dropped; 0: none).
+  int stored_responses = 512;
   bool log_requests = true;
   // Other processes load together with this one (mpirun): a stop while loading lets the load
   // finish so that every rank can be told to stop, instead of exiting at once.

@@ -121,6 +121,18 @@ test('previous_response_id chains turns; store: false is not kept; GET and DELET
   await expectError(client.responses.create({ model: 'm', previous_response_id: unstored.id, input: 'x' }), 400, /not found/, 'previous_response_id');
 });
 
+test('--responses-store N keeps the N most recently used responses', async () => {
+  const one = await startServer(model, ['--parallel', '1', '--ctx', '128', '--responses-store', '2']);
+  const c = new OpenAI({ baseURL: one.url + '/v1', apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+  const ids = [];
+  for (const input of ['a', 'b']) ids.push((await c.responses.create({ model: 'm', input, max_output_tokens: 1 })).id);
+  await c.responses.retrieve(ids[0]);  // a is now the most recently used
+  ids.push((await c.responses.create({ model: 'm', input: 'c', max_output_tokens: 1 })).id);
+  await expectError(c.responses.retrieve(ids[1]), 404);
+  assert.equal((await c.responses.retrieve(ids[0])).id, ids[0]);
+  assert.equal((await c.responses.retrieve(ids[2])).id, ids[2]);
+});
+
 // Event order for one message: what OpenAI sends, numbered from 0.
 function checkMessageEvents(events, final) {
   const types = events.map((e) => e.type);
