@@ -151,4 +151,23 @@ put("api_request_fuzz", "generate", b"\x02" + json.dumps({"prompt": "Hello", "ma
 put("api_request_fuzz", "tokenize", b"\x03" + json.dumps({"content": "Hi there", "add_special": True,
                                                            "with_pieces": True}).encode())
 put("api_request_fuzz", "detokenize", b"\x04" + json.dumps({"tokens": [2, 105, 999]}).encode())
+
+# /v1/responses bodies (no route byte): string input, folded items, a previous_response_id chain
+# ("resp_1" is the one id the target's lookup knows).
+put("responses_request_fuzz", "string_input", json.dumps(
+    {"model": "m", "input": "hi", "instructions": "be brief", "max_output_tokens": 7, "temperature": 0.5,
+     "stream": True}, separators=(",", ":")))
+put("responses_request_fuzz", "items", json.dumps({"input": [
+    {"role": "developer", "content": "d"},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "a"}]},
+    {"type": "reasoning", "summary": [{"type": "summary_text", "text": "t"}]},
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "x"}]},
+    {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+    {"type": "function_call_output", "call_id": "c1", "output": "r"}],
+    "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}], "tool_choice": "auto",
+    "reasoning": {"effort": "low"}}, separators=(",", ":")))
+put("responses_request_fuzz", "chained", json.dumps({
+    "previous_response_id": "resp_1", "input": [{"type": "function_call_output", "call_id": "c1", "output": "r"}],
+    "text": {"format": {"type": "json_schema", "name": "n", "schema": {"type": "object"}}}, "store": False},
+    separators=(",", ":")))
 print("seed corpora written to", corpus)
