@@ -101,7 +101,13 @@ bool PartsText(const json& content, const std::string& where, ApiError* error, s
 // tool messages, reasoning items as the next assistant message's reasoning_content.
 class ItemFolder {
  public:
-  explicit ItemFolder(ordered_json* messages) : messages_(*messages) {}
+  // `messages` may already hold a previous response's conversation: its calls name tool outputs.
+  explicit ItemFolder(ordered_json* messages) : messages_(*messages) {
+    for (const ordered_json& m : messages_)
+      if (m.contains("tool_calls"))
+        for (const ordered_json& call : m["tool_calls"])
+          names_[call["id"].get<std::string>()] = call["function"]["name"].get<std::string>();
+  }
 
   bool Add(const json& item, size_t i, ApiError* error) {
     const std::string where = Str("input[", i, "]");

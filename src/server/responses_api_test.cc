@@ -113,6 +113,13 @@ TEST(ResponsesApi, PreviousResponseIdContinuesTheStoredConversation) {
   EXPECT_EQ(r.previous_response_id, "resp_1");
   const ApiError e = ParseError(R"({"input":"q2","previous_response_id":"resp_2"})", "previous_response_id", lookup);
   EXPECT_EQ(e.code, "previous_response_not_found");
+  // A tool output for a call of the previous response is named after it, as when sent whole.
+  const ordered_json with_call = ordered_json::parse(R"([{"role":"user","content":"q1"},{"role":"assistant","content":"",
+      "tool_calls":[{"id":"c9","type":"function","function":{"name":"get","arguments":"{}"}}]}])");
+  const ResponsesRequest chained = Parse(R"({"input":[{"type":"function_call_output","call_id":"c9","output":"r"}],
+      "previous_response_id":"resp_9"})", [&](const std::string&) { return std::optional<ordered_json>(with_call); });
+  EXPECT_EQ(chained.api.chat_template.messages.back(),
+            ordered_json::parse(R"({"role":"tool","tool_call_id":"c9","content":"r","name":"get"})"));
   // Without input, the previous conversation alone is the prompt.
   EXPECT_EQ(Parse(R"({"previous_response_id":"resp_1"})", lookup).api.chat_template.messages.size(), 2u);
 }
