@@ -11,7 +11,7 @@ import { createRequire } from 'node:module';
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { assets, atExit, haveBinary, run, skipUnless, sourceDir, startServer, test, testModel, g4 } from './harness.mjs';
+import { assets, atExit, haveBinary, metric, run, skipUnless, sourceDir, startServer, test, testModel, until, g4 } from './harness.mjs';
 
 const clientPath = path.join(assets, 'npm/node_modules/openai/package.json');
 skipUnless(existsSync(clientPath), `the openai npm package is not installed (${clientPath}); run tools/setup.sh`);
@@ -179,6 +179,18 @@ test('responses.stream helper: deltas, finalResponse() equal to the non-streamed
   // A stored stream is retrievable like any response.
   const got = await client.responses.retrieve(final.id);
   assert.equal(got.output_text, reference.output_text);
+});
+
+test('a client that leaves a stream frees its slot, and nothing is stored', async () => {
+  const abort = new AbortController();
+  const stream = await client.responses.create({ model: 'm', input: 'x', max_output_tokens: 4000, ignore_eos: true, stream: true }, { signal: abort.signal });
+  let id;
+  for await (const e of stream) {
+    if (e.type === 'response.created') id = e.response.id;
+    if (e.type === 'response.output_text.delta') break;  // leaving the loop aborts the request
+  }
+  await until('the slot to come free', async () => (await metric(main.url, 'g4_slots_busy')) === 0);
+  await expectError(client.responses.retrieve(id), 404);
 });
 
 test('errors: malformed and unsupported fields are 400s naming the Responses field', async () => {
