@@ -25,7 +25,7 @@ constexpr const char* kChatInstruction = "Continue the text.";
 
 struct PerplexityArgs {
   std::string model = DefaultModelPath(), quant = "bf16", file, save_logits, kl_base;
-  int ctx = 512, batch = 128, stride = 0, threads = 0, top_k = 32;
+  int ctx = 512, batch = 128, stride = 0, threads = 0, top_k = 256;
   bool chat = false, json = false;
 };
 
