@@ -49,6 +49,7 @@ void AddBenchOptions(CLI::App& app, BenchFlags& f) {
                "measure from the first forward pass after the load (default: one untimed "
                "prefill and two decode steps first, as llama-bench does)");
   app.add_flag("--json", f.json_out, "print one JSON object");
+  AddSpecOptions(app, f.spec);
 }
 
 // Refuses values the loops cannot run with; lists each context once and clamps the chunk to 1.
@@ -68,6 +69,8 @@ Status CheckBenchFlags(BenchFlags& f) {
       unique_contexts.push_back(v);
   f.contexts = unique_contexts;
   f.chunk = std::max(1, f.chunk);
+  G4_RETURN_IF_ERROR(CheckSpecFlags(f.spec));
+  if (f.spec.enabled() && f.tp > 1) return Status::Error("--spec is measured without --tp");
   return OkStatus();
 }
 
@@ -226,7 +229,8 @@ Result<DecodeTimes> TimeDecode(const BenchFlags& f, const BenchRun& run) {
 }
 
 // One rank's whole measurement on its loaded model; rank 0 reports.
-Status BenchModel(const BenchFlags& f, Model& model, Communicator* comm, BenchFacts facts) {
+Status BenchModel(const BenchFlags& f, Model& model, Communicator* comm, BenchFacts facts,
+                  const ModelOptions& options) {
   const ModelPlan& plan = model.plan();
   int max_ctx = 0;
   for (int c : f.contexts) max_ctx = std::max(max_ctx, c);
@@ -246,12 +250,21 @@ Status BenchModel(const BenchFlags& f, Model& model, Communicator* comm, BenchFa
   if (f.warmup) G4_RETURN_IF_ERROR(WarmUp(f, run));
   G4_ASSIGN_OR_RETURN(const PrefillTimes prefill, TimePrefill(f, run));
   G4_ASSIGN_OR_RETURN(const DecodeTimes decode, TimeDecode(f, run));
+  nlohmann::json spec;
+  if (f.spec.enabled()) {
+    G4_ASSIGN_OR_RETURN(SpecSetup setup, MakeSpecSetup(f.spec, model, SamplingParams{}, max_ctx,
+                                                       options, comm));
+    G4_ASSIGN_OR_RETURN(spec, BenchSpeculative(f, model, setup, ids));
+  }
   if (!IsOutputRank(comm)) return OkStatus();
-  const nlohmann::json j = BenchJson(f, model, comm, facts, prefill, decode);
-  if (f.json_out)
+  nlohmann::json j = BenchJson(f, model, comm, facts, prefill, decode);
+  if (f.spec.enabled()) j["speculative"] = spec;
+  if (f.json_out) {
     std::printf("%s\n", j.dump().c_str());
-  else
+  } else {
     PrintBenchTable(f, facts, j);
+    if (f.spec.enabled()) PrintSpecTable(spec);
+  }
   return OkStatus();
 }
 
@@ -278,7 +291,7 @@ int RunBench(int argc, char** argv) {
     G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> loaded, LoadModel(model_dir, options.OnRanks(comm)));
     BenchFacts rank_facts = facts;
     rank_facts.load_s = load_timer.Seconds();
-    return BenchModel(f, *loaded, comm, rank_facts);
+    return BenchModel(f, *loaded, comm, rank_facts, options);
   });
 }
 

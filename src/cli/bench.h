@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "cli/spec_flags.h"
 #include "model/forward.h"
 
 namespace g4::cli {
@@ -20,6 +21,7 @@ struct BenchFlags {
   std::vector<int> contexts{0, 512, 2048};  // each listed once (CheckBenchFlags)
   std::vector<int> prefill_lengths{128, 512};
   bool json_out = false, warmup = true;
+  SpecFlags spec;  // --spec: adds the verify cost and a speculative decode (bench_spec.cc)
 };
 
 // ---- bench_memory.cc
@@ -73,6 +75,14 @@ struct BenchFacts {
 nlohmann::json BenchJson(const BenchFlags& flags, Model& model, const Communicator* comm,
                          const BenchFacts& facts, const PrefillTimes& prefill, const DecodeTimes& decode);
 void PrintBenchTable(const BenchFlags& flags, const BenchFacts& facts, const nlohmann::json& j);
+
+// ---- bench_spec.cc
+
+// Verify-pass cost by row count, and plain vs speculative greedy decode of ids[0, first context)
+// alternately (--reps rounds): the JSON object under "speculative".
+Result<nlohmann::json> BenchSpeculative(const BenchFlags& flags, Model& model, SpecSetup& setup,
+                                        const std::vector<int>& ids);
+void PrintSpecTable(const nlohmann::json& spec);
 
 // The weight matrices one decoded token multiplies by (the tied LM head in full).
 ByteSpans DecodeMatrices(const Model& model);

@@ -7,6 +7,7 @@
 #include "cli/cli_util.h"
 #include "cli/command.h"
 #include "cli/sampling_flags.h"
+#include "cli/spec_flags.h"
 #include "cli/tensor_parallel_command.h"
 #include "model/forward.h"
 #include "model/loader.h"
@@ -40,7 +41,11 @@ int RunRun(int argc, char** argv) {
   app.add_option("--ctx", ctx, "context size (0 = prompt + n)");
   app.add_flag("--ignore-eos", ignore_eos, "do not stop at end-of-sequence tokens");
   app.add_flag("--json", json_out, "print one JSON object with ids and text");
+  SpecFlags spec;
+  AddSpecOptions(app, spec);
   CLI11_PARSE(app, argc, argv);
+  if (Status st = CheckSpecFlags(spec); !st.ok()) return Fail("run", st);
+  chunk = ChunkFor(spec, chunk);
 
   if (n < 0) return Fail("run", Status::Error("-n must be >= 0"));
   // The tokenizer is checked at load: a missing one is an error now, not garbage later.
@@ -79,6 +84,9 @@ int RunRun(int argc, char** argv) {
       return Status::Errorf("context ", context, " exceeds the model's max_position_embeddings ",
                             plan.config.max_position_embeddings);
     KvCache cache(plan, context, chunk);
+    G4_ASSIGN_OR_RETURN(SpecSetup speculative,
+                        MakeSpecSetup(spec, *model, ToSamplingParams(sampling, plan.config.suppress_tokens),
+                                      context, options, comm));
     GenerateOptions gen;
     gen.max_new_tokens = n;
     gen.ignore_eos = ignore_eos;
@@ -91,7 +99,7 @@ int RunRun(int argc, char** argv) {
       return !ignore_eos && std::find(gen.stop_ids.begin(), gen.stop_ids.end(), token) != gen.stop_ids.end();
     };
     if (output_rank && !json_out && !prompt_text.empty() && !chat) std::printf("%s", prompt_text.c_str());
-    G4_ASSIGN_OR_RETURN(GenerateResult result, Generate(*model, cache, *prompt, gen, [&](int token) {
+    G4_ASSIGN_OR_RETURN(GenerateResult result, GenerateWith(speculative, *model, cache, *prompt, gen, [&](int token) {
       if (!output_rank || is_stop(token)) return true;  // the stop token itself is not part of the text
       std::string piece = decoder.Add(token);
       text += piece;
@@ -107,6 +115,7 @@ int RunRun(int argc, char** argv) {
     if (json_out) {
       nlohmann::json j = {{"ids", result.tokens}, {"text", text}, {"finish_reason", result.finish_reason},
                           {"prompt_tokens", result.prompt_tokens}};
+      if (spec.enabled()) j["speculative"] = SpecJson(result);
       std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
       std::printf("%s\n", tail.c_str());
@@ -123,6 +132,7 @@ int RunRun(int argc, char** argv) {
                  result.prompt_tokens, result.tokens.size(), result.prefill_seconds,
                  result.tokens.size() > 1 ? (result.tokens.size() - 1) / std::max(1e-9, result.decode_seconds) : 0.0,
                  result.finish_reason.c_str(), tp_note.c_str());
+    if (spec.enabled()) std::fprintf(stderr, "[spec %s: %s]\n", spec.spec.c_str(), SpecSummary(result).c_str());
     return OkStatus();
   });
 }

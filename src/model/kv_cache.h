@@ -30,6 +30,17 @@ class KvCache {
   // True if positions [0, n) are all still intact, i.e. the cache can be rewound to n tokens
   // (sliding rings only keep their last positions).
   bool CanTruncateTo(int64_t n) const;
+  // Forgets positions [n, n_past): speculative rows the verification rejected. False (and
+  // nothing changes) when a ring already overwrote a key that a query at n still sees. A ring of
+  // window + max_chunk - 1 slots never has: writing r <= max_chunk rows from position p overwrites
+  // only positions <= p + r - window - max_chunk <= p - window, outside the window of
+  // any query at p + 1 or later (speculative decoding verifies draft_max + 1 <= max_chunk rows and
+  // always keeps the first).
+  bool RollbackTo(int64_t n) {
+    if (!CanTruncateTo(n)) return false;
+    n_past_ = n;
+    return true;
+  }
 
   // Row of kv_dim floats for position pos in owner cache `kv_slot`.
   float* K(int kv_slot, int64_t pos) { return Row(keys_, kv_slot, pos); }

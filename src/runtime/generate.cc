@@ -73,6 +73,7 @@ Result<GenerateResult> Generate(Model& model, KvCache& cache, const std::vector<
     if (cache.n_past() >= cache.max_context()) break;  // context full: "length"
     rows[0] = BatchRow{token, cache.n_past(), &cache, true};
     G4_RETURN_IF_ERROR(model.Forward(rows, act, logits.data()));
+    ++result.target_passes;
   }
   result.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   return result;

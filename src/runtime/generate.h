@@ -27,6 +27,12 @@ struct GenerateResult {
   int prompt_tokens = 0;
   double prefill_seconds = 0;    // until the first token's logits
   double decode_seconds = 0;
+  // Target forward passes after the prefill, and with speculative decoding the tokens drafted,
+  // the drafted tokens accepted and the time spent drafting (inside decode_seconds).
+  int64_t target_passes = 0;
+  int64_t drafted = 0;
+  int64_t accepted = 0;
+  double draft_seconds = 0;
 };
 
 // Appends `prompt` to the cache (which may already hold earlier turns) and generates.

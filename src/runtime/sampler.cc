@@ -74,6 +74,22 @@ int Sampler::Sample(float* logits, const std::vector<int>& history, const std::v
   last_log_norm_ = mx + std::log(sum);
   if (params_.greedy()) return best;
 
+  const size_t keep = Filter(mx);
+  const std::vector<int>& idx = candidates_;
+  const std::vector<double>& probs = probs_;
+  double kept = 0;
+  for (size_t i = 0; i < keep; ++i) kept += probs[i];
+  std::uniform_real_distribution<double> uni(0.0, kept);
+  double u = uni(rng_), acc = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    acc += probs[i];
+    if (u < acc) return idx[i];
+  }
+  // Rounding left u at the end: the last kept token, unless it is one of probability 0.
+  return probs[keep - 1] > 0 ? idx[keep - 1] : best;
+}
+
+size_t Sampler::Filter(double mx) {
   // Candidates sorted by logit; top-k, then top-p (smallest prefix with mass >= p), then min-p.
   std::vector<int>& idx = candidates_;
   idx.clear();
@@ -111,16 +127,60 @@ int Sampler::Sample(float* logits, const std::vector<int>& history, const std::v
     keep = i;
   }
   keep = std::max<size_t>(keep, 1);
-  double kept = 0;
-  for (size_t i = 0; i < keep; ++i) kept += probs[i];
-  std::uniform_real_distribution<double> uni(0.0, kept);
-  double u = uni(rng_), acc = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    acc += probs[i];
-    if (u < acc) return idx[i];
+  return keep;
+}
+
+void Sampler::Distribution(float* logits, const std::vector<int>& history, TokenDistribution* out,
+                           const std::vector<int>& only) {
+  out->ids.clear();
+  out->probs.clear();
+  if (params_.greedy()) {
+    out->ids.push_back(Sample(logits, history, only));
+    out->probs.push_back(1.0);
+    return;
   }
-  // Rounding left u at the end: the last kept token, unless it is one of probability 0.
-  return probs[keep - 1] > 0 ? idx[keep - 1] : best;
+  norm_pending_ = false;
+  Prepare(logits, history, only);
+  last_logits_.resize(vocab_);
+  for (int i = 0; i < vocab_; ++i) last_logits_[i] = logits[i] / params_.temperature;
+  const int best = static_cast<int>(ArgMax(last_logits_.data(), vocab_));
+  const double mx = last_logits_[best];
+  double sum = 0;
+  for (float l : last_logits_) sum += std::exp(l - mx);
+  last_log_norm_ = mx + std::log(sum);
+  const size_t keep = Filter(mx);
+  double kept = 0;
+  for (size_t i = 0; i < keep; ++i) kept += probs_[i];
+  for (size_t i = 0; i < keep; ++i) {
+    if (probs_[i] <= 0) continue;
+    out->ids.push_back(candidates_[i]);
+    out->probs.push_back(probs_[i] / kept);
+  }
+  if (out->ids.empty()) {
+    out->ids.push_back(best);
+    out->probs.push_back(1.0);
+  }
+}
+
+double Sampler::Uniform() { return std::uniform_real_distribution<double>(0.0, 1.0)(rng_); }
+
+int Sampler::Draw(const TokenDistribution& dist) {
+  const double u = Uniform();
+  double acc = 0;
+  for (size_t i = 0; i < dist.ids.size(); ++i) {
+    acc += dist.probs[i];
+    if (u < acc) return dist.ids[i];
+  }
+  // Rounding left u past the sum: the last token of non-zero probability.
+  for (size_t i = dist.ids.size(); i-- > 0;)
+    if (dist.probs[i] > 0) return dist.ids[i];
+  return dist.ids.empty() ? 0 : dist.ids.front();
+}
+
+double TokenDistribution::ProbOf(int id) const {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] == id) return probs[i];
+  return 0;
 }
 
 void Sampler::Normalize() const {

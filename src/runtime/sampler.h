@@ -26,6 +26,14 @@ struct SamplingParams {
   bool greedy() const { return temperature <= 0.0f; }
 };
 
+// A sampling distribution over the tokens it can pick: ids (most likely first) and their
+// probabilities, which sum to 1. Speculative sampling compares the target's and the drafter's.
+struct TokenDistribution {
+  std::vector<int> ids;
+  std::vector<double> probs;
+  double ProbOf(int id) const;  // 0 for an id outside the support
+};
+
 class Sampler {
  public:
   Sampler(const SamplingParams& params, float softcap, int vocab);
@@ -35,6 +43,16 @@ class Sampler {
   // `only`, when non-empty, restricts the choice to those token ids (constrained output, e.g. a
   // forced tool call): every other token gets probability 0, after softcap and penalties.
   int Sample(float* logits, const std::vector<int>& history, const std::vector<int>& only = {});
+
+  // The distribution Sample() draws from for these logits (softcap, processors, temperature,
+  // top-k/top-p/min-p), without drawing; `logits` is modified in place. Greedy modes give the
+  // argmax with probability 1.
+  void Distribution(float* logits, const std::vector<int>& history, TokenDistribution* out,
+                    const std::vector<int>& only = {});
+  // A uniform draw in [0, 1) from this sampler's generator (speculative sampling's accept test).
+  double Uniform();
+  // One draw from `dist` with this sampler's generator.
+  int Draw(const TokenDistribution& dist);
 
   // After Sample(): log-probability of `token` under the final distribution (softcapped, with
   // penalties and temperature; greedy uses temperature 1).
@@ -46,6 +64,9 @@ class Sampler {
 
  private:
   void Prepare(float* logits, const std::vector<int>& history, const std::vector<int>& only);
+  // After Prepare and temperature: fills candidates_ / probs_ (unnormalised, by logit) and
+  // returns how many top-k/top-p/min-p keep; `mx` is the largest logit.
+  size_t Filter(double mx);
 
   SamplingParams params_;
   float softcap_;

@@ -1,0 +1,197 @@
+#include "runtime/speculative.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace g4 {
+
+namespace {
+
+// max(0, p - q) over p's support, normalised; q is one-hot at `rejected` when the drafter is
+// deterministic (`q` null). Empty when p <= q everywhere (the draft could not have been rejected).
+void Residual(const TokenDistribution& p, const TokenDistribution* q, int rejected,
+              VerifyScratch& s) {
+  s.residual.ids.clear();
+  s.residual.probs.clear();
+  if (q) {
+    if (s.q_dense.empty()) return;
+    for (size_t i = 0; i < q->ids.size(); ++i) s.q_dense[q->ids[i]] = static_cast<float>(q->probs[i]);
+  }
+  double total = 0;
+  for (size_t i = 0; i < p.ids.size(); ++i) {
+    const int id = p.ids[i];
+    const double qx = q ? s.q_dense[id] : (id == rejected ? 1.0 : 0.0);
+    const double r = p.probs[i] - qx;
+    if (r <= 0) continue;
+    s.residual.ids.push_back(id);
+    s.residual.probs.push_back(r);
+    total += r;
+  }
+  if (q)
+    for (int id : q->ids) s.q_dense[id] = 0;
+  for (double& r : s.residual.probs) r /= total;
+}
+
+}  // namespace
+
+int VerifyDrafts(Sampler& sampler, float* logits, int vocab, const Draft& draft,
+                 std::vector<int>& generated, VerifyScratch& scratch) {
+  const int n = static_cast<int>(draft.tokens.size());
+  auto row = [&](int i) { return logits + static_cast<size_t>(i) * vocab; };
+  if (sampler.params().greedy()) {
+    // The target's own pick at each row; a draft survives while it agrees.
+    for (int i = 0;; ++i) {
+      const int token = sampler.Sample(row(i), generated);
+      generated.push_back(token);
+      if (i == n || token != draft.tokens[i]) return i + 1;
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    sampler.Distribution(row(i), generated, &scratch.p);
+    const int d = draft.tokens[i];
+    const double pd = scratch.p.ProbOf(d);
+    const TokenDistribution* q = draft.q.empty() ? nullptr : &draft.q[i];
+    const double qd = q ? q->ProbOf(d) : 1.0;
+    // Accept with probability min(1, p(d) / q(d)).
+    if (pd > 0 && (pd >= qd || sampler.Uniform() * qd < pd)) {
+      generated.push_back(d);
+      continue;
+    }
+    Residual(scratch.p, q, d, scratch);
+    generated.push_back(scratch.residual.ids.empty() ? sampler.Draw(scratch.p)
+                                                     : sampler.Draw(scratch.residual));
+    return i + 1;
+  }
+  sampler.Distribution(row(n), generated, &scratch.p);
+  generated.push_back(sampler.Draw(scratch.p));
+  return n + 1;
+}
+
+Result<GenerateResult> GenerateSpeculative(Model& model, KvCache& cache,
+                                           const std::vector<int>& prompt,
+                                           const GenerateOptions& options, Drafter& drafter,
+                                           const SpeculativeOptions& spec,
+                                           const std::function<bool(int)>& on_token) {
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  if (spec.draft_max < 1) return Status::Errorf("draft max must be at least 1, not ", spec.draft_max);
+  if (spec.draft_max >= cache.max_chunk())
+    return Status::Errorf("a draft of ", spec.draft_max, " tokens needs a KV cache taking ",
+                          spec.draft_max + 1, " rows per call; this one takes ", cache.max_chunk());
+  const int V = model.plan().vocab;
+  GenerateResult result;
+  result.prompt_tokens = static_cast<int>(prompt.size());
+  Sampler sampler(options.sampling, static_cast<float>(model.plan().softcap), V);
+  Activations act;
+  const auto t0 = Clock::now();
+  G4_ASSIGN_OR_RETURN(std::vector<float> first,
+                      Prefill(model, cache, prompt, options.prefill_chunk, false, act));
+  result.prefill_seconds = since(t0);
+  const auto t1 = Clock::now();
+  result.finish_reason = "length";
+
+  // Everything the loop needs is sized here: decoding allocates nothing per token.
+  const int max_new = std::max(0, options.max_new_tokens);
+  const size_t room = static_cast<size_t>(
+      std::clamp<int64_t>(max_new, 0, cache.max_context() - cache.n_past() + 1));
+  std::vector<float> logits(static_cast<size_t>(spec.draft_max + 1) * V);
+  std::copy(first.begin(), first.end(), logits.begin());
+  std::vector<int> context;
+  context.reserve(prompt.size() + room);
+  context = prompt;
+  result.tokens.reserve(room + spec.draft_max + 1);
+  Draft draft;
+  draft.tokens.reserve(static_cast<size_t>(spec.draft_max));
+  VerifyScratch scratch;
+  if (!options.sampling.greedy()) scratch.q_dense.assign(static_cast<size_t>(V), 0.0f);
+  std::vector<BatchRow> rows;
+  rows.reserve(static_cast<size_t>(spec.draft_max + 1));
+  Communicator* comm = model.communicator();
+  std::vector<int> shared(static_cast<size_t>(spec.draft_max + 2));
+  int draft_len = spec.draft_max;
+  bool prefilled = true;  // logits row 0 is the prompt's: the first token needs no pass
+  if (max_new == 0) return result;
+
+  for (;;) {
+    const int64_t past = cache.n_past();
+    draft.Clear();
+    if (!prefilled) {
+      // Room: every emitted token counts against max_new, every fed row against the context.
+      const int n_max = static_cast<int>(std::min<int64_t>(
+          {draft_len, max_new - static_cast<int64_t>(result.tokens.size()) - 1,
+           cache.max_context() - past - 1}));
+      if (n_max > 0) {
+        const auto td = Clock::now();
+        DraftRequest request;
+        request.context = &context;
+        request.max_tokens = n_max;
+        request.target_cache = &cache;
+        G4_RETURN_IF_ERROR(drafter.Propose(request, &draft));
+        if (static_cast<int>(draft.tokens.size()) > n_max) draft.tokens.resize(n_max);
+        result.draft_seconds += since(td);
+      }
+      if (comm) {
+        // Rank 0's draft is every rank's: all must run the same rows.
+        shared[0] = static_cast<int>(draft.tokens.size());
+        std::copy(draft.tokens.begin(), draft.tokens.end(), shared.begin() + 1);
+        comm->Broadcast(shared.data(), sizeof(int) * shared.size(), 0);
+        draft.tokens.assign(shared.begin() + 1, shared.begin() + 1 + shared[0]);
+      }
+      rows.clear();
+      rows.push_back(BatchRow{context.back(), past, &cache, true});
+      for (size_t i = 0; i < draft.tokens.size(); ++i)
+        rows.push_back(BatchRow{draft.tokens[i], past + 1 + static_cast<int64_t>(i), &cache, true});
+      G4_RETURN_IF_ERROR(model.Forward(rows, act, logits.data()));
+      ++result.target_passes;
+    }
+    const size_t before = result.tokens.size();
+    int count = VerifyDrafts(sampler, logits.data(), V, draft, result.tokens, scratch);
+    if (comm) {
+      // Rank 0's choices are everyone's (an unseeded sampler differs per rank).
+      shared[0] = count;
+      std::copy(result.tokens.begin() + before, result.tokens.end(), shared.begin() + 1);
+      comm->Broadcast(shared.data(), sizeof(int) * shared.size(), 0);
+      count = shared[0];
+      result.tokens.resize(before);
+      result.tokens.insert(result.tokens.end(), shared.begin() + 1, shared.begin() + 1 + count);
+    }
+    const int n = static_cast<int>(draft.tokens.size());
+    result.drafted += n;
+    result.accepted += count - 1;
+    if (spec.adaptive && n > 0)
+      draft_len = count - 1 == n ? std::min(spec.draft_max, draft_len + 1) : std::max(1, draft_len - 1);
+
+    bool done = false;
+    int emitted = 0;
+    while (emitted < count && !done) {
+      const int token = result.tokens[before + emitted++];
+      context.push_back(token);
+      const bool is_stop = !options.ignore_eos && std::find(options.stop_ids.begin(),
+                                                            options.stop_ids.end(), token) !=
+                                                      options.stop_ids.end();
+      int keep_going = on_token ? on_token(token) : 1;
+      if (comm) comm->Broadcast(&keep_going, sizeof keep_going, 0);
+      if (!keep_going) {
+        result.finish_reason = "cancelled";
+        done = true;
+      } else if (is_stop) {
+        result.finish_reason = "stop";
+        done = true;
+      }
+    }
+    result.tokens.resize(before + emitted);
+    // The cache keeps the rows of every emitted token but the last: [last, d1 .. d(emitted-1)].
+    if (!prefilled && !cache.RollbackTo(past + emitted))
+      return Status::Errorf("internal: the KV cache cannot roll back to ", past + emitted,
+                            " positions after a speculative pass");
+    prefilled = false;
+    if (done || static_cast<int>(result.tokens.size()) >= max_new) break;
+    if (cache.n_past() >= cache.max_context()) break;  // context full: "length"
+  }
+  result.decode_seconds = since(t1);
+  return result;
+}
+
+}  // namespace g4
