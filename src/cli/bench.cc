@@ -34,6 +34,7 @@ void AddBenchOptions(CLI::App& app, BenchFlags& f) {
                  "tensor-parallel ranks: threads in this process, or one per process under "
                  "mpirun (default: 1, or mpirun's -np); adds the time in collectives per token");
   app.add_option("--chunk", f.chunk, "prefill chunk (rows per forward call)");
+  app.add_option("--kv-type", f.kv_type, kKvTypeHelp)->check(CLI::IsMember({"f32", "bf16", "q8"}));
   app.add_option("--decode-tokens", f.decode_tokens, "tokens per decode measurement");
   app.add_option(
       "--window", f.decode_window,
@@ -177,7 +178,8 @@ Result<DecodeTimes> TimeDecode(const BenchFlags& f, const BenchRun& run) {
       stream_cache[ci] = &run.cache;
       continue;
     }
-    owned_caches.push_back(std::make_unique<KvCache>(run.model.plan(), contexts[ci] + f.decode_tokens + 1, f.chunk));
+    owned_caches.push_back(std::make_unique<KvCache>(run.model.plan(), contexts[ci] + f.decode_tokens + 1, f.chunk,
+                                                        KvTypeOf(f.kv_type)));
     stream_cache[ci] = owned_caches.back().get();
     out.kv_bytes += owned_caches.back()->bytes();
   }
@@ -236,7 +238,7 @@ Status BenchModel(const BenchFlags& f, Model& model, Communicator* comm, BenchFa
   for (int c : f.contexts) max_ctx = std::max(max_ctx, c);
   for (int p : f.prefill_lengths) max_ctx = std::max(max_ctx, p);
   max_ctx += f.decode_tokens + 1;
-  KvCache cache(plan, max_ctx, f.chunk);
+  KvCache cache(plan, max_ctx, f.chunk, KvTypeOf(f.kv_type));
   Activations act;
   std::vector<float> logits(plan.vocab);
   const auto ids = RandomPromptIds(max_ctx, plan.vocab, 1);

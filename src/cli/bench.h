@@ -15,7 +15,7 @@
 namespace g4::cli {
 
 struct BenchFlags {
-  std::string model_dir, quant = "bf16";
+  std::string model_dir, quant = "bf16", kv_type = "f32";
   int threads = 0, chunk = 512, decode_tokens = 128, decode_window = 16, reps = 1, tp = 0,
       mem_bw_mib = 0;
   std::vector<int> contexts{0, 512, 2048};  // each listed once (CheckBenchFlags)

@@ -85,6 +85,7 @@ nlohmann::json BenchJson(const BenchFlags& flags, Model& model, const Communicat
   j["model"] = flags.model_dir;
   j["warmup"] = flags.warmup;
   j["quant"] = facts.held_quant;
+  j["kv_type"] = flags.kv_type;
   j["threads"] = model.pool().size();
   j["tp"] = comm ? comm->size() : 1;
   j["isa"] = ActiveKernels().name;
@@ -118,8 +119,8 @@ nlohmann::json BenchJson(const BenchFlags& flags, Model& model, const Communicat
 void PrintBenchTable(const BenchFlags& flags, const BenchFacts& facts, const nlohmann::json& j) {
   const bool tp = facts.tensor_parallel;
   const std::string tp_note = tp ? Str("  tp=", j["tp"].get<int>(), " (numbers are rank 0's)") : "";
-  std::printf("g4 bench  %s  quant=%s  threads=%d  isa=%s  (load %.1f s)%s\n", flags.model_dir.c_str(),
-              facts.held_quant.c_str(), j["threads"].get<int>(), j["isa"].get<std::string>().c_str(),
+  std::printf("g4 bench  %s  quant=%s  kv=%s  threads=%d  isa=%s  (load %.1f s)%s\n", flags.model_dir.c_str(),
+              facts.held_quant.c_str(), flags.kv_type.c_str(), j["threads"].get<int>(), j["isa"].get<std::string>().c_str(),
               facts.load_s, tp_note.c_str());
   std::printf("  %-34s %10s\n", "metric", "value");
   for (auto& [len, v] : j["prefill_tok_s_by_len"].items()) {

@@ -27,6 +27,14 @@ std::string GiB(double bytes) {
   return buf;
 }
 
+// MiB below a GiB (a small model's cache), else GiB.
+std::string Size(double bytes) {
+  if (bytes >= 1024.0 * 1024 * 1024) return GiB(bytes);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / (1024.0 * 1024));
+  return buf;
+}
+
 // The capacity plan per rank: what `g4 run --tp N` loads, from the real parameter shapes.
 void PrintRanks(const ModelPlan& full, int tp, int ctx) {
   const int chunk = 64;
@@ -62,6 +70,8 @@ int RunInspect(int argc, char** argv) {
   app.add_option("--model", model_dir, "model directory (Hugging Face layout)");
   app.add_option("--ctx", ctx, "context length to size the KV cache for");
   app.add_option("--tp", tp, "also show what each of N tensor-parallel ranks holds");
+  std::string kv_type = "f32";
+  app.add_option("--kv-type", kv_type, kKvTypeHelp)->check(CLI::IsMember({"f32", "bf16", "q8"}));
   CLI11_PARSE(app, argc, argv);
 
   auto plan = LoadModelPlan(model_dir);
@@ -98,19 +108,26 @@ int RunInspect(int argc, char** argv) {
   std::printf("  read per token     %s  (%s in bf16)\n", Commas(p.per_token_read).c_str(),
               GiB(p.per_token_read * 2.0).c_str());
 
-  int64_t kv_full = 0, kv_sliding = 0;
-  for (int layer : plan->kv_owners) {
-    const LayerPlan& lp = plan->layers[layer];
-    (lp.is_sliding() ? kv_sliding : kv_full) += plan->kv_bytes_per_token(layer, 4);
+  // K and V per token of context, per cache format (--kv-type; kernels/kv_format.h). Sliding
+  // layers keep a ring of window + chunk positions, so only full layers grow with the context.
+  std::printf("\nKV cache (%zu owner layers of %d; sliding layers keep a ring of window + chunk):\n",
+              plan->kv_owners.size(), plan->n_layers());
+  std::printf("  %-8s %16s %19s %14s\n", "kv-type", "full B/token", "sliding B/token",
+              Str("KV @ctx ", ctx).c_str());
+  for (KvType type : {KvType::kF32, KvType::kBF16, KvType::kQ8}) {
+    int64_t kv_full = 0, kv_sliding = 0;
+    for (int layer : plan->kv_owners) {
+      const LayerPlan& lp = plan->layers[layer];
+      (lp.is_sliding() ? kv_sliding : kv_full) +=
+          2 * static_cast<int64_t>(KvBytes(type, lp.head_dim, lp.kv_dim()));
+    }
+    std::printf("  %-8s %16s %19s %14s%s\n", KvTypeName(type), Commas(kv_full).c_str(),
+                Commas(kv_sliding).c_str(), Size(KvCache::BytesFor(*plan, ctx, 64, type)).c_str(),
+                type == KvTypeOf(kv_type) ? "  <- --kv-type" : "");
   }
-  const int window = c.sliding_window;
-  const double kv_bytes = static_cast<double>(kv_full) * ctx +
-                          static_cast<double>(kv_sliding) * std::min(ctx, window + 63);
-  std::printf("\nKV cache (fp32, %zu owner layers of %d): full layers %s B/token, sliding layers "
-              "%s B/token (ring of window + chunk)\n",
-              plan->kv_owners.size(), plan->n_layers(), Commas(kv_full).c_str(), Commas(kv_sliding).c_str());
-  std::printf("memory for --ctx %d: weights resident %s (bf16) + PLE table mapped %s + KV %s\n", ctx,
-              GiB((p.effective) * 2.0).c_str(), GiB(p.ple_table * 2.0).c_str(), GiB(kv_bytes).c_str());
+  std::printf("memory for --ctx %d: weights resident %s (bf16) + PLE table mapped %s + KV %s (%s)\n",
+              ctx, GiB((p.effective) * 2.0).c_str(), GiB(p.ple_table * 2.0).c_str(),
+              Size(KvCache::BytesFor(*plan, ctx, 64, KvTypeOf(kv_type))).c_str(), kv_type.c_str());
   if (tp > 1) PrintRanks(*plan, tp, ctx);
   return 0;
 }

@@ -25,6 +25,8 @@ int RunLogits(int argc, char** argv) {
   std::string quant = "bf16";
   app.add_option("--quant", quant, "weight format: bf16 (as shipped), q8, q4")->check(CLI::IsMember({"bf16", "q8", "q4"}));
   app.add_option("--chunk", chunk, "prefill chunk size");
+  std::string kv_type = "f32";
+  app.add_option("--kv-type", kv_type, kKvTypeHelp)->check(CLI::IsMember({"f32", "bf16", "q8"}));
   app.add_option("--tp", tp, "tensor-parallel ranks: threads in this process, or one per process "
                  "under mpirun (default: 1, or mpirun's -np)");
   CLI11_PARSE(app, argc, argv);
@@ -39,7 +41,7 @@ int RunLogits(int argc, char** argv) {
     const bool output_rank = IsOutputRank(comm);
     G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(model_dir, options.OnRanks(comm)));
     const ModelPlan& plan = model->plan();
-    KvCache cache(plan, static_cast<int>(ids->size()), std::max(1, chunk));
+    KvCache cache(plan, static_cast<int>(ids->size()), std::max(1, chunk), KvTypeOf(kv_type));
     Activations act;
     G4_ASSIGN_OR_RETURN(std::vector<float> logits, Prefill(*model, cache, *ids, chunk, /*all_rows=*/true, act));
     if (!output_rank) return OkStatus();

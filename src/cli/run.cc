@@ -39,6 +39,8 @@ int RunRun(int argc, char** argv) {
   app.add_option("--quant", quant, "weight format: bf16 (as shipped), q8, q4")->check(CLI::IsMember({"bf16", "q8", "q4"}));
   app.add_option("--chunk", chunk, "prefill chunk size");
   app.add_option("--ctx", ctx, "context size (0 = prompt + n)");
+  std::string kv_type = "f32";
+  app.add_option("--kv-type", kv_type, kKvTypeHelp)->check(CLI::IsMember({"f32", "bf16", "q8"}));
   app.add_flag("--ignore-eos", ignore_eos, "do not stop at end-of-sequence tokens");
   app.add_flag("--json", json_out, "print one JSON object with ids and text");
   SpecFlags spec;
@@ -83,7 +85,7 @@ int RunRun(int argc, char** argv) {
     if (plan.config.max_position_embeddings > 0 && context > plan.config.max_position_embeddings)
       return Status::Errorf("context ", context, " exceeds the model's max_position_embeddings ",
                             plan.config.max_position_embeddings);
-    KvCache cache(plan, context, chunk);
+    KvCache cache(plan, context, chunk, KvTypeOf(kv_type));
     G4_ASSIGN_OR_RETURN(SpecSetup speculative,
                         MakeSpecSetup(spec, *model, ToSamplingParams(sampling, plan.config.suppress_tokens),
                                       context, options, comm));

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include "cli/cli_util.h"
 #include "cli/command.h"
 #include "cli/serve_engine.h"
 #include "model/architecture.h"
@@ -59,7 +60,11 @@ int Serve(const ServeModelOptions& model, ServerOptions o) {
     ServerLog(LaunchedByMpi() ? Str("tensor parallel over ", model.tp, " mpirun processes; this is rank 0 (pid ",
                                     ::getpid(), "), the others follow it")
                               : Str("tensor parallel over ", model.tp, " ranks (threads of this process)"));
-  return RunServer(o, [model](const SchedulerOptions& so) { return LoadServingEngine(model, so); });
+  // The cache format is the engine's business: the server's options do not carry it.
+  return RunServer(o, [model](SchedulerOptions so) {
+    so.kv_type = KvTypeOf(model.kv_type);
+    return LoadServingEngine(model, so);
+  });
 }
 
 int RunServe(int argc, char** argv) {
@@ -83,6 +88,7 @@ int RunServe(int argc, char** argv) {
                  "mpirun, where rank 0 serves and the others follow (default: 1, or mpirun's -np)");
   app.add_option("--quant", m.quant, "weight format: bf16 (as shipped), q8, q4")
       ->check(CLI::IsMember({"bf16", "q8", "q4"}));
+  app.add_option("--kv-type", m.kv_type, kKvTypeHelp)->check(CLI::IsMember({"f32", "bf16", "q8"}));
   app.add_option("--http-threads", o.http_threads, "HTTP worker threads (0 = parallel + max-queue + 16)");
   app.add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' (not for /health)");
   app.add_option("--timeout", o.timeout_seconds, "per-request time limit in seconds (finish_reason \"timeout\")");

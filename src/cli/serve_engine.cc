@@ -84,7 +84,8 @@ Result<std::unique_ptr<ServingEngine>> LoadServingEngine(const ServeModelOptions
   info.suppress_tokens = plan.config.suppress_tokens;
   info.generation = plan.config.generation;
   if (engine->tp_)
-    engine->tp_->Start(scheduler_options.parallel, scheduler_options.context, scheduler_options.prefill_chunk);
+    engine->tp_->Start(scheduler_options.parallel, scheduler_options.context, scheduler_options.prefill_chunk,
+                       scheduler_options.kv_type);
   engine->scheduler_ = std::make_unique<Scheduler>(*engine->model_, scheduler_options, engine->tp_.get());
   return std::unique_ptr<ServingEngine>(std::move(engine));
 }

@@ -18,6 +18,7 @@ struct ServeModelOptions {
   // Tensor-parallel ranks: > 1 runs that many ranks as threads of this process; under mpirun
   // this process is rank 0 of the world (of this size) and the others follow (parallel/tp_serve.h).
   int tp = 1;
+  std::string kv_type = "f32";  // the slots' KV cache format (--kv-type, kernels/kv_format.h)
 };
 
 // Loads everything the server needs and starts the scheduler (and the tensor-parallel followers)

@@ -96,16 +96,32 @@ void Attend(const AttentionShape& shape, const AttentionRow* rows, int n_rows,
     float* scores = scratch.scores(thread);
     const float* q0 = row.q + static_cast<size_t>(run.h0) * hd;
     // Stretches of consecutive stored rows (a sliding ring wraps at most once in [j0, j1]).
+    // `at`: bytes from the slot's start to the run's KV head in the stretch's first row.
+    const size_t head_at = KvBytes(row.type, hd, static_cast<int64_t>(run.g) * hd);
     auto for_stretches = [&](auto&& fn) {
       for (int64_t a = j0; a <= j1;) {
         const int64_t b = std::min(j1, a + (row.capacity - a % row.capacity) - 1);
-        fn(static_cast<size_t>(a % row.capacity) * row.stride, a, static_cast<int>(b - a + 1));
+        fn(static_cast<size_t>(a % row.capacity) * row.stride + head_at, a,
+           static_cast<int>(b - a + 1));
         a = b + 1;
       }
     };
+    const uint8_t* row_k = static_cast<const uint8_t*>(row.k);
+    const uint8_t* row_v = static_cast<const uint8_t*>(row.v);
     for_stretches([&](size_t at, int64_t a, int count) {
-      k.attn_scores(q0, run.count, hd, row.k + at + run.g * hd, row.stride, count, hd,
-                    scores + (a - j0), len);
+      float* s = scores + (a - j0);
+      switch (row.type) {
+        case KvType::kF32:
+          k.attn_scores(q0, run.count, hd, reinterpret_cast<const float*>(row_k + at),
+                        row.stride / 4, count, hd, s, len);
+          break;
+        case KvType::kBF16:
+          k.attn_scores_bf16(q0, run.count, hd, row_k + at, row.stride, count, hd, s, len);
+          break;
+        case KvType::kQ8:
+          k.attn_scores_q8(q0, run.count, hd, row_k + at, row.stride, count, hd, s, len);
+          break;
+      }
     });
     float max_score[kMaxRun], sum[kMaxRun];
     float* outs[kMaxRun];
@@ -124,8 +140,21 @@ void Attend(const AttentionShape& shape, const AttentionRow* rows, int n_rows,
     }
     const int64_t out_stride = splits == 1 ? hd : static_cast<int64_t>(partial_stride);
     for_stretches([&](size_t at, int64_t a, int count) {
-      k.attn_values(scores + (a - j0), len, run.count, row.v + at + run.g * hd, row.stride, count,
-                    hd, outs[0], out_stride);
+      const float* p = scores + (a - j0);
+      switch (row.type) {
+        case KvType::kF32:
+          k.attn_values(p, len, run.count, reinterpret_cast<const float*>(row_v + at),
+                        row.stride / 4, count, hd, outs[0], out_stride);
+          break;
+        case KvType::kBF16:
+          k.attn_values_bf16(p, len, run.count, row_v + at, row.stride, count, hd, outs[0],
+                             out_stride);
+          break;
+        case KvType::kQ8:
+          k.attn_values_q8(p, len, run.count, row_v + at, row.stride, count, hd, outs[0],
+                           out_stride);
+          break;
+      }
     });
     for (int c = 0; c < run.count; ++c) {
       if (splits == 1) {

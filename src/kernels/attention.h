@@ -5,8 +5,9 @@
 // context keeps every core busy.
 //
 // kernels/ knows nothing of the model: the caller passes each row's cache slot as raw pointers.
-// Position p of a slot lives at base + (p % capacity) * stride floats (a sliding layer's ring
-// wraps; a full layer's capacity is its whole context). The attention scale is 1: Gemma-4's
+// Position p of a slot lives at base + (p % capacity) * stride bytes (a sliding layer's ring
+// wraps; a full layer's capacity is its whole context), in the slot's format
+// (kernels/kv_format.h: f32, bf16 or q8). The attention scale is 1: Gemma-4's
 // q/k norms carry the scaling (§9.6), and there is no attention softcap.
 #pragma once
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/kv_format.h"
 
 namespace g4 {
 
@@ -35,10 +37,11 @@ struct AttentionRow {
   const float* q = nullptr;  // [n_heads_q * head_dim]
   float* out = nullptr;      // [n_heads_q * head_dim]
   int64_t pos = 0;
-  const float* k = nullptr;  // the slot's K rows: position p at k + (p % capacity) * stride
-  const float* v = nullptr;  // the same for V
-  int64_t stride = 0;        // floats from one stored position to the next (>= KV heads * head_dim)
-  int64_t capacity = 0;      // stored positions before the ring wraps
+  const void* k = nullptr;  // the slot's K rows: position p at k + (p % capacity) * stride bytes
+  const void* v = nullptr;  // the same for V
+  int64_t stride = 0;       // bytes from one stored position to the next (>= the KV heads' bytes)
+  int64_t capacity = 0;     // stored positions before the ring wraps
+  KvType type = KvType::kF32;
 };
 
 // Per-thread score rows and the split-decode partials, sized once (Reserve) so a decode step does

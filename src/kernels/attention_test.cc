@@ -1,7 +1,8 @@
 // Attend (kernels/attention.h) against a naive double-precision attention on random inputs:
 // causal and sliding (ring caches that wrap), MHA/GQA/MQA grouping and tensor-parallel head
 // offsets, prefill runs, batched decode over several caches, and the split-decode path of a lone
-// row, each at several thread counts.
+// row, each at several thread counts; and the same over bf16 and q8 caches (kernels/kv_format.h),
+// whose naive reference reads the values those formats stored.
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -14,20 +15,34 @@
 namespace g4 {
 namespace {
 
-// One sequence's cache slot: position p at (p % capacity) * stride.
+// One sequence's cache slot: position p at (p % capacity) * stride bytes.
 struct Slot {
   int64_t capacity = 0, stride = 0;
-  std::vector<float> k, v;
+  std::vector<uint8_t> k, v;
 };
 
-Slot RandomSlot(int64_t capacity, int kv_heads, int hd, std::mt19937& rng) {
+Slot RandomSlot(int64_t capacity, int kv_heads, int hd, KvType type, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  Slot s{capacity, static_cast<int64_t>(kv_heads) * hd, {}, {}};
+  const int kv_dim = kv_heads * hd;
+  Slot s{capacity, static_cast<int64_t>(KvBytes(type, hd, kv_dim)), {}, {}};
   s.k.resize(capacity * s.stride);
   s.v.resize(capacity * s.stride);
-  for (float& x : s.k) x = u(rng);
-  for (float& x : s.v) x = u(rng);
+  std::vector<float> row(kv_dim);
+  for (int64_t p = 0; p < capacity; ++p)
+    for (std::vector<uint8_t>* kv : {&s.k, &s.v}) {
+      for (float& x : row) x = u(rng);
+      StoreKv(type, row.data(), hd, kv_dim, kv->data() + p * s.stride);
+    }
   return s;
+}
+
+// Head g's values at stored position j, as the format holds them.
+std::vector<float> StoredHead(const AttentionRow& row, const void* base, int hd, int g, int64_t j) {
+  std::vector<float> out(hd);
+  const uint8_t* at = static_cast<const uint8_t*>(base) + (j % row.capacity) * row.stride +
+                      KvBytes(row.type, hd, static_cast<int64_t>(g) * hd);
+  LoadKv(row.type, at, hd, hd, out.data());
+  return out;
 }
 
 // softmax(q k^T) v in double, position by position, straight from the definition.
@@ -41,7 +56,7 @@ std::vector<double> NaiveAttention(const AttentionShape& shape, const AttentionR
       if (shape.window == 0 || row.pos - j < shape.window) visible.push_back(j);
     std::vector<double> score;
     for (int64_t j : visible) {
-      const float* kj = row.k + (j % row.capacity) * row.stride + g * hd;
+      const std::vector<float> kj = StoredHead(row, row.k, hd, g, j);
       double s = 0;
       for (int d = 0; d < hd; ++d) s += static_cast<double>(row.q[h * hd + d]) * kj[d];
       score.push_back(s);
@@ -50,7 +65,7 @@ std::vector<double> NaiveAttention(const AttentionShape& shape, const AttentionR
     double total = 0;
     for (double& s : score) total += (s = std::exp(s - m));
     for (size_t i = 0; i < visible.size(); ++i) {
-      const float* vj = row.v + (visible[i] % row.capacity) * row.stride + g * hd;
+      const std::vector<float> vj = StoredHead(row, row.v, hd, g, visible[i]);
       for (int d = 0; d < hd; ++d) out[h * hd + d] += score[i] / total * vj[d];
     }
   }
@@ -66,7 +81,7 @@ struct Sequence {
 // Runs Attend over every sequence's rows at once and returns the largest |error| vs the naive
 // attention, relative to the largest |output|.
 double MaxError(const AttentionShape& shape, const std::vector<Sequence>& seqs, int threads,
-                uint64_t seed) {
+                uint64_t seed, KvType type = KvType::kF32) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const int hd = shape.head_dim, qdim = shape.n_heads_q * hd;
@@ -75,7 +90,7 @@ double MaxError(const AttentionShape& shape, const std::vector<Sequence>& seqs, 
   std::vector<Slot> slots;
   int n_rows = 0;
   for (const Sequence& s : seqs) {
-    slots.push_back(RandomSlot(s.capacity, kv_heads, hd, rng));
+    slots.push_back(RandomSlot(s.capacity, kv_heads, hd, type, rng));
     n_rows += s.n_rows;
   }
   std::vector<float> q(static_cast<size_t>(n_rows) * qdim), out(q.size(), NAN);
@@ -86,7 +101,7 @@ double MaxError(const AttentionShape& shape, const std::vector<Sequence>& seqs, 
       const size_t at = rows.size() * qdim;
       rows.push_back(AttentionRow{q.data() + at, out.data() + at, seqs[i].first_pos + r,
                                   slots[i].k.data(), slots[i].v.data(), slots[i].stride,
-                                  slots[i].capacity});
+                                  slots[i].capacity, type});
     }
   ThreadPool pool(threads);
   AttentionScratch scratch;  // left unreserved: Attend must grow it
@@ -162,6 +177,26 @@ TEST(Attention, TensorParallelHeadSliceStartingInsideAKvGroup) {
     // KV heads 2..3 of a rank: offsets on both sides.
     EXPECT_LT(MaxError(AttentionShape{8, 32, 4, 8, 2, 0}, {{30, 4, 64}}, threads, 5), kTolerance);
   }
+}
+
+TEST(Attention, CompactCachesMatchNaiveOverTheirStoredValues) {
+  // bf16 and q8 keys/values are widened in the kernels; against the values the format stored the
+  // float accumulation is as exact as the f32 cache's. Head dims 16 (q8 blocks of 16), 24 (the
+  // scalar path: blocks of 8 without the 8-wide tiles), 32, 256; prefill, a wrapped sliding ring,
+  // batched decode and split decode.
+  for (KvType type : {KvType::kBF16, KvType::kQ8})
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE(testing::Message() << KvTypeName(type) << " threads " << threads);
+      for (int hd : {16, 24, 32, 256})
+        EXPECT_LT(MaxError(Shape(8, hd, 4), {{20, 13, 64}}, threads, hd, type), kTolerance) << hd;
+      EXPECT_LT(MaxError(Shape(4, 32, 2, 16), {{50, 8, 23}}, threads, 7, type), kTolerance);
+      EXPECT_LT(MaxError(Shape(8, 128, 8, 32), {{3, 1, 47}, {150, 1, 47}, {299, 1, 47}}, threads,
+                         11, type),
+                kTolerance);
+      EXPECT_LT(MaxError(Shape(8, 256, 8), {{700, 1, 2048}}, threads, 12, type), kTolerance);
+      EXPECT_LT(MaxError(AttentionShape{8, 32, 4, 8, 2, 0}, {{30, 4, 64}}, threads, 5, type),
+                kTolerance);
+    }
 }
 
 }  // namespace

@@ -67,6 +67,17 @@ struct CpuKernels {
                       int len, int hd, float* s, int64_t s_stride);
   void (*attn_values)(const float* p, int64_t p_stride, int nq, const float* v, int64_t v_stride,
                       int len, int hd, float* o, int64_t o_stride);
+  // The same over a compact cache (kernels/kv_format.h): k / v point at the KV head's bytes in
+  // the first key's row, and rows are k_stride / v_stride bytes apart. Keys and values are
+  // widened to float as they are loaded; the sums are float as above.
+  void (*attn_scores_bf16)(const float* q, int nq, int64_t q_stride, const uint8_t* k,
+                           int64_t k_stride, int len, int hd, float* s, int64_t s_stride);
+  void (*attn_values_bf16)(const float* p, int64_t p_stride, int nq, const uint8_t* v,
+                           int64_t v_stride, int len, int hd, float* o, int64_t o_stride);
+  void (*attn_scores_q8)(const float* q, int nq, int64_t q_stride, const uint8_t* k,
+                         int64_t k_stride, int len, int hd, float* s, int64_t s_stride);
+  void (*attn_values_q8)(const float* p, int64_t p_stride, int nq, const uint8_t* v,
+                         int64_t v_stride, int len, int hd, float* o, int64_t o_stride);
   // The layouts matmul_q8 / matmul_q4 are fastest on; the model reorders its q8/q4 matrices
   // into them at load (kernels/quantize.h ToRowGroups). Every table also takes kRows;
   // kRowGroups16 only the tables that name it here, and then r0/r1 are multiples of 16.

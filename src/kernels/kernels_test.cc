@@ -7,6 +7,7 @@
 
 #include "base/half.h"
 #include "kernels/cpu_kernels.h"
+#include "kernels/kv_format.h"
 #include "kernels/ops.h"
 
 namespace g4 {
@@ -200,6 +201,72 @@ TEST(Kernels, AttentionScoresAndValuesMatchDouble) {
       }
     }
   }
+}
+
+// The bf16 / q8 cache versions of the same against double sums over the values the format
+// stored (kernels/kv_format.h), for every table: q8 blocks of 16 (hd 16), 8 (hd 24, the tiles'
+// plain-loop fallback) and 32 (hd 256); a KV head one head into a three-head row.
+TEST(Kernels, CompactCacheAttentionMatchesDoubleOverStoredValues) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> nd;
+  std::vector<const CpuKernels*> tables = UsableSimdKernels();
+  tables.push_back(&GenericKernels());
+  for (KvType type : {KvType::kBF16, KvType::kQ8})
+    for (int hd : {16, 24, 256})
+      for (int nq : {1, 3, 8})
+        for (int len : {1, 6, 33}) {
+          const int64_t q_stride = hd + 8, s_stride = len + 3, o_stride = hd + 4;
+          const int64_t row = KvBytes(type, hd, 3 * hd), head = KvBytes(type, hd, hd);
+          std::vector<float> q(nq * q_stride), p(nq * s_stride), o0(nq * o_stride);
+          for (std::vector<float>* v : {&q, &p, &o0})
+            for (float& x : *v) x = nd(rng);
+          std::vector<uint8_t> kv(len * row);
+          std::vector<float> values(3 * hd), stored(static_cast<size_t>(len) * hd);
+          for (int j = 0; j < len; ++j) {
+            for (float& x : values) x = nd(rng);
+            StoreKv(type, values.data(), hd, 3 * hd, kv.data() + j * row);
+            LoadKv(type, kv.data() + j * row + head, hd, hd, stored.data() + j * hd);
+          }
+          const uint8_t* keys = kv.data() + head;
+          for (const CpuKernels* k : tables) {
+            const std::string where = std::string(k->name) + " " + KvTypeName(type) + " hd " +
+                                      std::to_string(hd) + " nq " + std::to_string(nq) +
+                                      " len " + std::to_string(len);
+            std::vector<float> s(nq * s_stride, NAN), o(o0);
+            if (type == KvType::kBF16) {
+              k->attn_scores_bf16(q.data(), nq, q_stride, keys, row, len, hd, s.data(), s_stride);
+              k->attn_values_bf16(p.data(), s_stride, nq, keys, row, len, hd, o.data(), o_stride);
+            } else {
+              k->attn_scores_q8(q.data(), nq, q_stride, keys, row, len, hd, s.data(), s_stride);
+              k->attn_values_q8(p.data(), s_stride, nq, keys, row, len, hd, o.data(), o_stride);
+            }
+            for (int c = 0; c < nq; ++c) {
+              for (int j = 0; j < len; ++j) {
+                double want = 0, mag = 0;
+                for (int d = 0; d < hd; ++d) {
+                  const double t = static_cast<double>(q[c * q_stride + d]) * stored[j * hd + d];
+                  want += t;
+                  mag += std::fabs(t);
+                }
+                EXPECT_NEAR(s[c * s_stride + j], want, 1e-6 * mag)
+                    << where << " c " << c << " j " << j;
+              }
+              EXPECT_TRUE(std::isnan(s[c * s_stride + len])) << where << ": wrote past len";
+              for (int d = 0; d < hd; ++d) {
+                double want = o0[c * o_stride + d], mag = std::fabs(want);
+                for (int j = 0; j < len; ++j) {
+                  const double t = static_cast<double>(p[c * s_stride + j]) * stored[j * hd + d];
+                  want += t;
+                  mag += std::fabs(t);
+                }
+                EXPECT_NEAR(o[c * o_stride + d], want, 1e-6 * mag)
+                    << where << " c " << c << " d " << d;
+              }
+              for (int d = hd; d < o_stride; ++d)
+                EXPECT_EQ(o[c * o_stride + d], o0[c * o_stride + d]) << where << ": wrote past hd";
+            }
+          }
+        }
 }
 
 TEST(Ops, MatMulMatchesNaiveForAllBatchSizes) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/kv_format.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
 #include "kernels/row_lookup.h"
@@ -173,7 +174,7 @@ void Model::Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Ac
     act.attention_rows[r] = AttentionRow{act.q.data() + r * qdim,   act.attn.data() + r * qdim,
                                          rows[r].pos,               cache.K(slot, 0),
                                          cache.V(slot, 0),          cache.RowStride(slot),
-                                         cache.capacity(slot)};
+                                         cache.capacity(slot),      cache.type()};
   }
   const AttentionShape shape{lp.n_heads_q,     lp.head_dim,        lp.group_size,
                              lp.q_head_offset, lp.kv_head_offset, lp.window};
@@ -285,16 +286,18 @@ void Model::DecoderLayer(const LayerPlan& lp, const std::vector<BatchRow>& rows,
     // §5: with k_eq_v, V is the raw k_proj output, taken before k_norm and RoPE.
     if (lp.k_eq_v)
       std::memcpy(act.v.data(), act.k.data(), sizeof(float) * static_cast<size_t>(n) * kvdim);
+    // Normalised in place in act.k / act.v, then stored in the cache's format (kv_format.h).
     for (int r = 0; r < n; ++r) {
-      float* kc = rows[r].cache->K(lp.kv_slot, rows[r].pos);
-      float* vc = rows[r].cache->V(lp.kv_slot, rows[r].pos);
+      float* kr = act.k.data() + static_cast<size_t>(r) * kvdim;
+      float* vr = act.v.data() + static_cast<size_t>(r) * kvdim;
       for (int g = 0; g < lp.n_heads_kv; ++g) {
-        const float* kr = act.k.data() + static_cast<size_t>(r) * kvdim + g * hd;
-        const float* vr = act.v.data() + static_cast<size_t>(r) * kvdim + g * hd;
-        RmsNorm(kr, lw.k_norm.data(), hd, eps, kc + g * hd);
-        ApplyRope(kc + g * hd, hd, lp.rope_pairs, cos_of(r), sin_of(r));
-        RmsNorm(vr, nullptr, hd, eps, vc + g * hd);  // v_norm has no weight and no RoPE
+        RmsNorm(kr + g * hd, lw.k_norm.data(), hd, eps, kr + g * hd);
+        ApplyRope(kr + g * hd, hd, lp.rope_pairs, cos_of(r), sin_of(r));
+        RmsNorm(vr + g * hd, nullptr, hd, eps, vr + g * hd);  // v_norm: no weight and no RoPE
       }
+      KvCache& cache = *rows[r].cache;
+      StoreKv(cache.type(), kr, hd, kvdim, cache.K(lp.kv_slot, rows[r].pos));
+      StoreKv(cache.type(), vr, hd, kvdim, cache.V(lp.kv_slot, rows[r].pos));
     }
   }
   // 4-7. Attention over the (source layer's) cache, output projection, residual.

@@ -5,8 +5,8 @@
 
 namespace g4 {
 
-KvCache::KvCache(const ModelPlan& plan, int max_context, int max_chunk)
-    : max_context_(std::max(1, max_context)), max_chunk_(std::max(1, max_chunk)) {
+KvCache::KvCache(const ModelPlan& plan, int max_context, int max_chunk, KvType type)
+    : max_context_(std::max(1, max_context)), max_chunk_(std::max(1, max_chunk)), type_(type) {
   size_t total = 0;
   for (int layer : plan.kv_owners) {
     const LayerPlan& lp = plan.layers[layer];
@@ -15,19 +15,20 @@ KvCache::KvCache(const ModelPlan& plan, int max_context, int max_chunk)
     s.capacity =
         lp.is_sliding() ? std::min(max_context_, lp.window + max_chunk_ - 1) : max_context_;
     s.window = lp.is_sliding() ? lp.window : 0;
+    s.row_bytes = KvBytes(type, lp.head_dim, s.kv_dim);
     s.offset = total;
-    total += static_cast<size_t>(s.capacity) * s.kv_dim;
+    total += static_cast<size_t>(s.capacity) * s.row_bytes;
     slots_.push_back(s);
   }
   for (StreamedBuffer* buffer : {&keys_, &values_}) {
-    const size_t bytes = std::max<size_t>(total, 1) * sizeof(float);
+    const size_t bytes = std::max<size_t>(total, 1);
     *buffer = AllocateStreamed(bytes);
     std::memset(buffer->get(), 0, bytes);  // after the madvise: the first touch takes huge pages
   }
-  bytes_ = 2 * total * sizeof(float);
+  bytes_ = 2 * total;
 }
 
-size_t KvCache::BytesFor(const ModelPlan& plan, int max_context, int max_chunk) {
+size_t KvCache::BytesFor(const ModelPlan& plan, int max_context, int max_chunk, KvType type) {
   max_context = std::max(1, max_context);
   max_chunk = std::max(1, max_chunk);
   size_t total = 0;
@@ -35,9 +36,9 @@ size_t KvCache::BytesFor(const ModelPlan& plan, int max_context, int max_chunk) 
     const LayerPlan& lp = plan.layers[layer];
     const int capacity =
         lp.is_sliding() ? std::min(max_context, lp.window + max_chunk - 1) : max_context;
-    total += static_cast<size_t>(capacity) * lp.kv_dim();
+    total += static_cast<size_t>(capacity) * KvBytes(type, lp.head_dim, lp.kv_dim());
   }
-  return 2 * total * sizeof(float);
+  return 2 * total;
 }
 
 bool KvCache::CanTruncateTo(int64_t n) const {

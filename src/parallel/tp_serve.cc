@@ -19,6 +19,7 @@ enum MessageKind : int32_t { kStart = 1, kStep = 2, kStop = 3 };
 struct Header {
   int32_t kind = 0;
   int32_t a = 0, b = 0, c = 0;  // start: slots, context, chunk; step: rows
+  int32_t d = 0;                // start: the caches' KvType
 };
 
 static_assert(std::is_trivially_copyable_v<Header> && std::is_trivially_copyable_v<WireRow>);
@@ -41,11 +42,12 @@ Status FollowSteps(Model& model, Communicator* comm) {
     comm->BroadcastIdle(&h, sizeof h, 0);
     if (h.kind == kStop) return OkStatus();
     if (h.kind == kStart) {
-      if (h.a < 1 || h.a > kMaxSlots || h.b < 2 || h.c < 1)
+      if (h.a < 1 || h.a > kMaxSlots || h.b < 2 || h.c < 1 || h.d < 0 ||
+          h.d > static_cast<int>(KvType::kQ8))
         return Status::Errorf("tensor-parallel follower: bad start message (slots ", h.a,
                               ", context ", h.b, ", chunk ", h.c, ")");
       caches.clear();
-      for (int i = 0; i < h.a; ++i) caches.push_back(std::make_unique<KvCache>(plan, h.b, h.c));
+      for (int i = 0; i < h.a; ++i) caches.push_back(std::make_unique<KvCache>(plan, h.b, h.c, static_cast<KvType>(h.d)));
       continue;
     }
     if (h.kind != kStep || h.a < 1)
@@ -110,14 +112,14 @@ Result<std::unique_ptr<Model>> TensorParallelLeader::Load(const std::string& dir
   return model;
 }
 
-void TensorParallelLeader::Start(int slots, int context, int chunk) {
-  Header h{kStart, slots, context, chunk};
+void TensorParallelLeader::Start(int slots, int context, int chunk, KvType kv_type) {
+  Header h{kStart, slots, context, chunk, static_cast<int32_t>(kv_type)};
   comm_->BroadcastIdle(&h, sizeof h, 0);
 }
 
 void TensorParallelLeader::BeforeForward(const std::vector<BatchRow>& rows,
                                          const std::vector<int>& row_slots) {
-  Header h{kStep, static_cast<int32_t>(rows.size()), 0, 0};
+  Header h{kStep, static_cast<int32_t>(rows.size()), 0, 0, 0};
   comm_->BroadcastIdle(&h, sizeof h, 0);
   std::vector<WireRow>& wire = wire_;
   wire.resize(rows.size());

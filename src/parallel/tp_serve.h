@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "kernels/kv_format.h"
 #include "model/communicator.h"
 #include "model/forward.h"
 #include "model/loader.h"
@@ -57,7 +58,7 @@ class TensorParallelLeader : public StepListener {
   Result<std::unique_ptr<Model>> Load(const std::string& dir, const ModelOptions& options);
   // Tells the followers the slot layout (the scheduler's). After a successful Load, before the
   // first step.
-  void Start(int slots, int context, int chunk);
+  void Start(int slots, int context, int chunk, KvType kv_type = KvType::kF32);
   void BeforeForward(const std::vector<BatchRow>& rows, const std::vector<int>& row_slots) override;
   // Tells the followers to stop (if they are following) and joins in-process follower threads.
   // After the scheduler has stopped; idempotent.

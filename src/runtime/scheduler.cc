@@ -38,7 +38,8 @@ Scheduler::Scheduler(Model& model, const SchedulerOptions& options, StepListener
   // (and reported) before the first request.
   for (int i = 0; i < options_.parallel; ++i)
     slots_.push_back(
-        std::make_unique<Slot>(model_.plan(), options_.context, options_.prefill_chunk, i));
+        std::make_unique<Slot>(model_.plan(), options_.context, options_.prefill_chunk,
+                              options_.kv_type, i));
   thread_ = std::thread([this] { Loop(); });
 }
 

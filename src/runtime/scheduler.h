@@ -102,6 +102,7 @@ struct SchedulerOptions {
   int prefill_chunk = 64;   // rows of one sequence per step (the cache's max_chunk)
   int max_batch_rows = 256; // prefill rows per step across sequences (decode rows always run)
   bool prefix_reuse = true; // keep a free slot's cache and reuse its common prefix
+  KvType kv_type = KvType::kF32;  // the slots' cache element format (--kv-type)
 };
 
 struct SchedulerStats {
@@ -167,8 +168,8 @@ class Scheduler {
     int max_new = 0;
     uint64_t order = 0;  // admission order, so prefill goes first come first served
     int index = 0;       // in slots_
-    Slot(const ModelPlan& plan, int context, int chunk, int index)
-        : cache(plan, context, chunk), index(index) {}
+    Slot(const ModelPlan& plan, int context, int chunk, KvType kv_type, int index)
+        : cache(plan, context, chunk, kv_type), index(index) {}
   };
 
   void Loop();

@@ -5,6 +5,7 @@
 
 #include "base/half.h"
 #include "kernels/cpu_kernels.h"
+#include "kernels/kv_format.h"
 #include "kernels/ops.h"
 
 namespace g4 {
@@ -217,6 +218,42 @@ void AttnValues(const float* p, int64_t p_stride, int nq, const float* v, int64_
       AxpyF32(p[c * p_stride + j], v + j * v_stride, o + c * o_stride, hd);
 }
 
+// Compact caches: element by element, widened as read (kernels/kv_format.h).
+template <KvType kType>
+float KvAt(const uint8_t* row, int hd, int d) {
+  if constexpr (kType == KvType::kBF16) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * d, 2);
+    return Bf16ToF32(h);
+  } else {
+    const int block = KvQ8Block(hd);
+    const uint8_t* b = row + static_cast<size_t>(d / block) * (block + sizeof(float));
+    float scale;
+    std::memcpy(&scale, b + block, sizeof(float));
+    return scale * static_cast<float>(static_cast<int8_t>(b[d % block]));
+  }
+}
+
+template <KvType kType>
+void AttnScoresKv(const float* q, int nq, int64_t q_stride, const uint8_t* k, int64_t k_stride,
+                  int len, int hd, float* s, int64_t s_stride) {
+  for (int c = 0; c < nq; ++c)
+    for (int j = 0; j < len; ++j) {
+      float sum = 0;
+      for (int d = 0; d < hd; ++d) sum += q[c * q_stride + d] * KvAt<kType>(k + j * k_stride, hd, d);
+      s[c * s_stride + j] = sum;
+    }
+}
+
+template <KvType kType>
+void AttnValuesKv(const float* p, int64_t p_stride, int nq, const uint8_t* v, int64_t v_stride,
+                  int len, int hd, float* o, int64_t o_stride) {
+  for (int c = 0; c < nq; ++c)
+    for (int j = 0; j < len; ++j)
+      for (int d = 0; d < hd; ++d)
+        o[c * o_stride + d] += p[c * p_stride + j] * KvAt<kType>(v + j * v_stride, hd, d);
+}
+
 double ExpSum(float* x, int n, float shift) {
   double sum = 0;
   for (int i = 0; i < n; ++i) {
@@ -247,6 +284,10 @@ const CpuKernels& GenericKernels() {
       .exp_sum = ExpSum,
       .attn_scores = AttnScores,
       .attn_values = AttnValues,
+      .attn_scores_bf16 = AttnScoresKv<KvType::kBF16>,
+      .attn_values_bf16 = AttnValuesKv<KvType::kBF16>,
+      .attn_scores_q8 = AttnScoresKv<KvType::kQ8>,
+      .attn_values_q8 = AttnValuesKv<KvType::kQ8>,
       .q8_layout = WeightLayout::kRows,
       .q4_layout = WeightLayout::kRows,
   };

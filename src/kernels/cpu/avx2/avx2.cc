@@ -10,6 +10,7 @@
 #include "kernels/cpu/matmul_driver.h"
 #include "kernels/cpu/tiling.h"
 #include "kernels/cpu_kernels.h"
+#include "kernels/kv_format.h"
 
 namespace g4 {
 namespace {
@@ -634,26 +635,77 @@ void GeluTanhMulRow(float* gate, const float* up, int64_t n) {
 // with 4-8 rows ahead; scores 5.1 and 6.4-6.8.
 constexpr int kAttnPrefetchRows = 8;
 
+// How the attention tiles load 8 consecutive values of a cached K/V head row, per cache format
+// (kernels/kv_format.h): widened to float in registers, so a compact cache is read from memory at
+// its own size. `row` is the head's first byte in one position's row.
+struct F32Kv {
+  static constexpr int kPrefetchEvery = 16;  // values per 64-byte line
+  static __m256 Load(const uint8_t* row, int d) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + d);
+  }
+  static int64_t Offset(int d) { return int64_t{4} * d; }
+};
+struct Bf16Kv {
+  static constexpr int kPrefetchEvery = 32;
+  static __m256 Load(const uint8_t* row, int d) {
+    return LoadBf16(reinterpret_cast<const uint16_t*>(row) + d);
+  }
+  static int64_t Offset(int d) { return int64_t{2} * d; }
+};
+// Blocks of kBlock int8 then their float scale; 8 values never straddle a block (kBlock >= 8).
+template <int kBlock>
+struct Q8Kv {
+  static constexpr int kPrefetchEvery = 32;  // 36 bytes a block of 32: every line is asked for
+  static int64_t Offset(int d) { return (d / kBlock) * int64_t{kBlock + 4} + d % kBlock; }
+  static __m256 Load(const uint8_t* row, int d) {
+    const uint8_t* block = row + (d / kBlock) * (kBlock + 4);
+    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + d % kBlock));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)),
+                         _mm256_broadcast_ss(reinterpret_cast<const float*>(block + kBlock)));
+  }
+};
+
 // Scores in tiles of 4 keys x 2 heads: 6 loads per 8 FMAs, where one dot at a time loads both
 // operands for every FMA.
-template <int J, int H>
-inline void ScoresTile(const float* q, int64_t q_stride, const float* k, int64_t k_stride, int hd,
-                       float* s, int64_t s_stride) {
+template <class Kv, int J, int H>
+inline void ScoresTile(const float* q, int64_t q_stride, const uint8_t* k, int64_t k_stride,
+                       int hd, float* s, int64_t s_stride) {
   __m256 acc[J][H];
   for (int j = 0; j < J; ++j)
     for (int h = 0; h < H; ++h) acc[j][h] = _mm256_setzero_ps();
   for (int d = 0; d < hd; d += 8) {
-    if (d % 16 == 0)
-      for (int j = 0; j < J; ++j) __builtin_prefetch(k + (j + kAttnPrefetchRows) * k_stride + d);
+    if (d % Kv::kPrefetchEvery == 0)
+      for (int j = 0; j < J; ++j)
+        __builtin_prefetch(k + (j + kAttnPrefetchRows) * k_stride + Kv::Offset(d));
     __m256 qv[H];
     for (int h = 0; h < H; ++h) qv[h] = _mm256_loadu_ps(q + h * q_stride + d);
     for (int j = 0; j < J; ++j) {
-      const __m256 kv = _mm256_loadu_ps(k + j * k_stride + d);
+      const __m256 kv = Kv::Load(k + j * k_stride, d);
       for (int h = 0; h < H; ++h) acc[j][h] = _mm256_fmadd_ps(kv, qv[h], acc[j][h]);
     }
   }
   for (int j = 0; j < J; ++j)
     for (int h = 0; h < H; ++h) s[h * s_stride + j] = HorizontalSum(acc[j][h]);
+}
+
+// hd a multiple of 8; k_stride in bytes.
+template <class Kv>
+void ScoresTiled(const float* q, int nq, int64_t q_stride, const uint8_t* k, int64_t k_stride,
+                 int len, int hd, float* s, int64_t s_stride) {
+  int j = 0;
+  for (; j + 4 <= len; j += 4) {
+    int c = 0;
+    for (; c + 2 <= nq; c += 2)
+      ScoresTile<Kv, 4, 2>(q + c * q_stride, q_stride, k + j * k_stride, k_stride, hd,
+                           s + c * s_stride + j, s_stride);
+    for (; c < nq; ++c)
+      ScoresTile<Kv, 4, 1>(q + c * q_stride, q_stride, k + j * k_stride, k_stride, hd,
+                           s + c * s_stride + j, s_stride);
+  }
+  for (; j < len; ++j)
+    for (int c = 0; c < nq; ++c)
+      ScoresTile<Kv, 1, 1>(q + c * q_stride, q_stride, k + j * k_stride, k_stride, hd,
+                           s + c * s_stride + j, s_stride);
 }
 
 void AttnScores(const float* q, int nq, int64_t q_stride, const float* k, int64_t k_stride, int len,
@@ -664,20 +716,29 @@ void AttnScores(const float* q, int nq, int64_t q_stride, const float* k, int64_
         s[c * s_stride + j] = DotF32(q + c * q_stride, k + j * k_stride, hd);
     return;
   }
-  int j = 0;
-  for (; j + 4 <= len; j += 4) {
-    int c = 0;
-    for (; c + 2 <= nq; c += 2)
-      ScoresTile<4, 2>(q + c * q_stride, q_stride, k + j * k_stride, k_stride, hd,
-                       s + c * s_stride + j, s_stride);
-    for (; c < nq; ++c)
-      ScoresTile<4, 1>(q + c * q_stride, q_stride, k + j * k_stride, k_stride, hd,
-                       s + c * s_stride + j, s_stride);
+  ScoresTiled<F32Kv>(q, nq, q_stride, reinterpret_cast<const uint8_t*>(k), 4 * k_stride, len, hd,
+                     s, s_stride);
+}
+
+void AttnScoresBf16(const float* q, int nq, int64_t q_stride, const uint8_t* k, int64_t k_stride,
+                    int len, int hd, float* s, int64_t s_stride) {
+  if (hd % 8 != 0)
+    return GenericKernels().attn_scores_bf16(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
+  ScoresTiled<Bf16Kv>(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
+}
+
+void AttnScoresQ8(const float* q, int nq, int64_t q_stride, const uint8_t* k, int64_t k_stride,
+                  int len, int hd, float* s, int64_t s_stride) {
+  switch (KvQ8Block(hd)) {
+    case 32:
+      return ScoresTiled<Q8Kv<32>>(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
+    case 16:
+      return ScoresTiled<Q8Kv<16>>(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
+    case 8:
+      return ScoresTiled<Q8Kv<8>>(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
+    default:
+      return GenericKernels().attn_scores_q8(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
   }
-  for (; j < len; ++j)
-    for (int c = 0; c < nq; ++c)
-      ScoresTile<1, 1>(q + c * q_stride, q_stride, k + j * k_stride, k_stride, hd,
-                       s + c * s_stride + j, s_stride);
 }
 
 // Values key-block by key-block: J keys x H heads of weights sit in registers while the tile
@@ -687,23 +748,44 @@ void AttnScores(const float* q, int nq, int64_t q_stride, const float* k, int64_
 // with a row-sized stride, one cache line per key per pass: latency-bound, and at 1-2 KiB
 // strides only a few cache sets hold the lines (cold 8 heads x 2048 keys x 512 dims, one
 // thread: 2.1 GB/s, against 6.7 GB/s this way before prefetching, BM_Attention).
-template <int J, int H>
-inline void ValuesTile(const float* p, int64_t p_stride, const float* v, int64_t v_stride, int hd,
-                       float* o, int64_t o_stride) {
+template <class Kv, int J, int H>
+inline void ValuesTile(const float* p, int64_t p_stride, const uint8_t* v, int64_t v_stride,
+                       int hd, float* o, int64_t o_stride) {
   __m256 ph[H][J];
   for (int h = 0; h < H; ++h)
     for (int j = 0; j < J; ++j) ph[h][j] = _mm256_broadcast_ss(p + h * p_stride + j);
   for (int d = 0; d < hd; d += 8) {
-    if (d % 16 == 0)
-      for (int j = 0; j < J; ++j) __builtin_prefetch(v + (j + kAttnPrefetchRows) * v_stride + d);
+    if (d % Kv::kPrefetchEvery == 0)
+      for (int j = 0; j < J; ++j)
+        __builtin_prefetch(v + (j + kAttnPrefetchRows) * v_stride + Kv::Offset(d));
     __m256 vj[J];
-    for (int j = 0; j < J; ++j) vj[j] = _mm256_loadu_ps(v + j * v_stride + d);
+    for (int j = 0; j < J; ++j) vj[j] = Kv::Load(v + j * v_stride, d);
     for (int h = 0; h < H; ++h) {
       __m256 acc = _mm256_loadu_ps(o + h * o_stride + d);
       for (int j = 0; j < J; ++j) acc = _mm256_fmadd_ps(ph[h][j], vj[j], acc);
       _mm256_storeu_ps(o + h * o_stride + d, acc);
     }
   }
+}
+
+// hd a multiple of 8; v_stride in bytes.
+template <class Kv>
+void ValuesTiled(const float* p, int64_t p_stride, int nq, const uint8_t* v, int64_t v_stride,
+                 int len, int hd, float* o, int64_t o_stride) {
+  int j = 0;
+  auto keys = [&]<int J>() {
+    for (; j + J <= len; j += J) {
+      int c = 0;
+      for (; c + 2 <= nq; c += 2)
+        ValuesTile<Kv, J, 2>(p + c * p_stride + j, p_stride, v + j * v_stride, v_stride, hd,
+                             o + c * o_stride, o_stride);
+      for (; c < nq; ++c)
+        ValuesTile<Kv, J, 1>(p + c * p_stride + j, p_stride, v + j * v_stride, v_stride, hd,
+                             o + c * o_stride, o_stride);
+    }
+  };
+  keys.template operator()<4>();
+  keys.template operator()<1>();
 }
 
 void AttnValues(const float* p, int64_t p_stride, int nq, const float* v, int64_t v_stride, int len,
@@ -714,20 +796,29 @@ void AttnValues(const float* p, int64_t p_stride, int nq, const float* v, int64_
         AxpyF32(p[c * p_stride + j], v + j * v_stride, o + c * o_stride, hd);
     return;
   }
-  int j = 0;
-  auto keys = [&]<int J>() {
-    for (; j + J <= len; j += J) {
-      int c = 0;
-      for (; c + 2 <= nq; c += 2)
-        ValuesTile<J, 2>(p + c * p_stride + j, p_stride, v + j * v_stride, v_stride, hd,
-                         o + c * o_stride, o_stride);
-      for (; c < nq; ++c)
-        ValuesTile<J, 1>(p + c * p_stride + j, p_stride, v + j * v_stride, v_stride, hd,
-                         o + c * o_stride, o_stride);
-    }
-  };
-  keys.template operator()<4>();
-  keys.template operator()<1>();
+  ValuesTiled<F32Kv>(p, p_stride, nq, reinterpret_cast<const uint8_t*>(v), 4 * v_stride, len, hd,
+                     o, o_stride);
+}
+
+void AttnValuesBf16(const float* p, int64_t p_stride, int nq, const uint8_t* v, int64_t v_stride,
+                    int len, int hd, float* o, int64_t o_stride) {
+  if (hd % 8 != 0)
+    return GenericKernels().attn_values_bf16(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
+  ValuesTiled<Bf16Kv>(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
+}
+
+void AttnValuesQ8(const float* p, int64_t p_stride, int nq, const uint8_t* v, int64_t v_stride,
+                  int len, int hd, float* o, int64_t o_stride) {
+  switch (KvQ8Block(hd)) {
+    case 32:
+      return ValuesTiled<Q8Kv<32>>(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
+    case 16:
+      return ValuesTiled<Q8Kv<16>>(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
+    case 8:
+      return ValuesTiled<Q8Kv<8>>(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
+    default:
+      return GenericKernels().attn_values_q8(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
+  }
 }
 
 double ExpSum(float* x, int n, float shift) {
@@ -771,6 +862,10 @@ const CpuKernels* Avx2Kernels() {
       .exp_sum = ExpSum,
       .attn_scores = AttnScores,
       .attn_values = AttnValues,
+      .attn_scores_bf16 = AttnScoresBf16,
+      .attn_values_bf16 = AttnValuesBf16,
+      .attn_scores_q8 = AttnScoresQ8,
+      .attn_values_q8 = AttnValuesQ8,
       .q8_layout = WeightLayout::kRowGroups16,
       .q4_layout = WeightLayout::kRowGroups16,
   };
