@@ -1,5 +1,6 @@
 #include "server/responses_api.h"
 
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -418,6 +419,11 @@ std::string ResponsesWriter::Event(const std::string& type, json fields) {
   return "event: " + type + "\ndata: " + DumpJson(fields) + "\n\n";
 }
 
+namespace {
+// A float sampling parameter as the client wrote it (0.95, not 0.949999988079071).
+double Echo(float x) { return std::round(static_cast<double>(x) * 1e6) / 1e6; }
+}  // namespace
+
 json ResponsesWriter::Response() const {
   const ApiRequest& api = request_.api;
   json r = {{"id", id_},
@@ -434,11 +440,11 @@ json ResponsesWriter::Response() const {
             {"previous_response_id", request_.previous_response_id},
             {"reasoning", request_.reasoning},
             {"store", request_.store},
-            {"temperature", api.sampling.temperature},
+            {"temperature", Echo(api.sampling.temperature)},
             {"text", request_.text},
             {"tool_choice", request_.tool_choice},
             {"tools", request_.tools},
-            {"top_p", api.sampling.top_p},
+            {"top_p", Echo(api.sampling.top_p)},
             {"truncation", "disabled"},
             {"usage", usage_},
             {"user", request_.user},

@@ -275,6 +275,9 @@ TEST(ResponsesApi, WriterEndsIncompleteOrFailed) {
   EXPECT_EQ(r["incomplete_details"]["reason"], "max_output_tokens");
   EXPECT_EQ(r["output"][0]["status"], "incomplete");
   EXPECT_EQ(r["max_output_tokens"], 2);
+  ResponsesWriter echo(Parse(R"({"input":"q","temperature":0.7,"top_p":0.95})"), "resp_x-3", 1, "m");
+  EXPECT_EQ(echo.Response()["temperature"], 0.7);  // as sent, not the float's widening
+  EXPECT_EQ(echo.Response()["top_p"], 0.95);
 
   SequenceResult failed = Result("error");
   failed.error = "boom";
