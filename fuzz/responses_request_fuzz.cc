@@ -14,7 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string body(reinterpret_cast<const char*>(data), size);
   g4::ApiLimits limits;
   limits.vocab = 1000;
-  const g4::ResponsesLookup lookup = [](const std::string& id) -> std::optional<nlohmann::ordered_json> {
+  const g4::ResponsesLookup lookup =
+      [](const std::string& id) -> std::optional<nlohmann::ordered_json> {
     if (id != "resp_1") return std::nullopt;
     return nlohmann::ordered_json::parse(
         R"([{"role":"user","content":"q"},{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]}])");
@@ -29,7 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (req.api.route != g4::ApiRoute::kChat || req.api.chat_template.messages.empty()) std::abort();
   g4::Gemma4ChatOptions options;
   options.enable_thinking = req.api.enable_thinking;
-  (void)g4::RenderGemma4Chat(req.api.messages, req.api.tools_enabled ? req.api.tools : nlohmann::json(), options);
+  (void)g4::RenderGemma4Chat(req.api.messages,
+                             req.api.tools_enabled ? req.api.tools : nlohmann::json(), options);
   // The body's own text as model output: reasoning, then content, then one call.
   g4::ResponsesWriter writer(std::move(req), "resp_f-1", 0, "m");
   std::string sse = writer.Start();
@@ -37,8 +39,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   sse += writer.Add({"", body.substr(size / 2)});
   g4::SequenceResult result;
   result.finish_reason = size % 2 ? "stop" : "length";
-  const nlohmann::json calls = nlohmann::json::array(
-      {{{"id", "call_0"}, {"type", "function"}, {"function", {{"name", "f"}, {"arguments", body}}}}});
+  const nlohmann::json calls =
+      nlohmann::json::array({{{"id", "call_0"},
+                              {"type", "function"},
+                              {"function", {{"name", "f"}, {"arguments", body}}}}});
   sse += writer.Finish(result, size % 3 ? nlohmann::json::array() : calls);
   (void)g4::DumpJson(writer.Response());
   (void)writer.Conversation();

@@ -139,7 +139,8 @@ class SseWriter {
     }
     if (events.empty() && !done && PeerClosed(fd_)) return false;  // the releaser cancels
     for (const Event& ev : events) {
-      const std::string piece = format_ ? format_->Piece(ev) : StreamPiece(route, ex_->who, ev.delta, ex_->want_logprobs ? ev.logprobs : json());
+      const std::string piece = format_ ? format_->Piece(ev)
+                                        : StreamPiece(route, ex_->who, ev.delta, ex_->want_logprobs ? ev.logprobs : json());
       if (!piece.empty() && !write(piece)) return false;
     }
     if (!done) return true;

@@ -1,5 +1,6 @@
 #include "server/responses_api.h"
 
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -26,13 +27,13 @@ bool NonEmptyString(const json& j, const char* name) {
 // Top-level fields: read, passed on to the chat parser (g4's sampling extensions), or refused.
 bool CheckFields(const json& body, ApiError* error) {
   static const std::set<std::string> kKnown = {
-      "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens",
-      "temperature", "top_p", "stream", "stream_options", "store", "previous_response_id", "metadata", "user",
-      "text", "reasoning", "include", "truncation", "service_tier", "prompt_cache_key", "safety_identifier",
-      "background", "top_logprobs",
+      "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
+      "max_output_tokens", "temperature", "top_p", "stream", "stream_options", "store",
+      "previous_response_id", "metadata", "user", "text", "reasoning", "include", "truncation",
+      "service_tier", "prompt_cache_key", "safety_identifier", "background", "top_logprobs",
       // g4 extensions, as on chat completions.
-      "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias",
-      "stop", "ignore_eos", "timeout"};
+      "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty", "repetition_penalty",
+      "logit_bias", "stop", "ignore_eos", "timeout"};
   static const std::set<std::string> kRefused = {"conversation", "prompt", "max_tool_calls"};
   for (const auto& [key, value] : body.items()) {
     if (kRefused.count(key))
@@ -40,36 +41,48 @@ bool CheckFields(const json& body, ApiError* error) {
     if (!kKnown.count(key)) return Fail(error, key, Str("unsupported field '", key, "'"));
   }
   if (Has(body, "background") && body["background"] != false)
-    return Fail(error, "background", "'background' responses are not supported; 'background' must be false");
+    return Fail(error, "background",
+                "'background' responses are not supported; 'background' must be false");
   if (Has(body, "truncation") && body["truncation"] != "disabled")
-    return Fail(error, "truncation", "'truncation' must be \"disabled\" (the input is never shortened)");
+    return Fail(error, "truncation",
+                "'truncation' must be \"disabled\" (the input is never shortened)");
   if (Has(body, "include")) {
     if (!body["include"].is_array()) return Fail(error, "include", "'include' must be an array");
     if (!body["include"].empty())
       return Fail(error, "include",
-                  Str("'include' value ", body["include"][0].dump(), " is not supported; 'include' must be empty"));
+                  Str("'include' value ", body["include"][0].dump(),
+                      " is not supported; 'include' must be empty"));
   }
   if (Has(body, "top_logprobs") && body["top_logprobs"] != 0)
-    return Fail(error, "top_logprobs", "'top_logprobs' is not supported on /v1/responses; use chat completions");
-  for (const char* name : {"service_tier", "prompt_cache_key", "safety_identifier", "user", "previous_response_id"})
-    if (Has(body, name) && !body[name].is_string()) return Fail(error, name, Str("'", name, "' must be a string"));
+    return Fail(error, "top_logprobs",
+                "'top_logprobs' is not supported on /v1/responses; use chat completions");
+  for (const char* name :
+       {"service_tier", "prompt_cache_key", "safety_identifier", "user", "previous_response_id"})
+    if (Has(body, name) && !body[name].is_string())
+      return Fail(error, name, Str("'", name, "' must be a string"));
   for (const char* name : {"stream", "store", "parallel_tool_calls"})
-    if (Has(body, name) && !body[name].is_boolean()) return Fail(error, name, Str("'", name, "' must be a boolean"));
+    if (Has(body, name) && !body[name].is_boolean())
+      return Fail(error, name, Str("'", name, "' must be a boolean"));
   if (Has(body, "metadata")) {
     const json& m = body["metadata"];
-    if (!m.is_object() || m.size() > 16) return Fail(error, "metadata", "'metadata' must be an object of at most 16 entries");
+    if (!m.is_object() || m.size() > 16)
+      return Fail(error, "metadata", "'metadata' must be an object of at most 16 entries");
     for (const auto& [k, v] : m.items())
       if (!v.is_string() || k.size() > 64 || v.get<std::string>().size() > 512)
-        return Fail(error, "metadata", "'metadata' values must be strings (keys up to 64, values up to 512 characters)");
+        return Fail(
+            error, "metadata",
+            "'metadata' values must be strings (keys up to 64, values up to 512 characters)");
   }
   if (Has(body, "stream_options")) {
     const json& so = body["stream_options"];
     if (!so.is_object()) return Fail(error, "stream_options", "'stream_options' must be an object");
     if (body.value("stream", false) != true)
-      return Fail(error, "stream_options", "'stream_options' is only allowed when 'stream' is true");
+      return Fail(error, "stream_options",
+                  "'stream_options' is only allowed when 'stream' is true");
     for (const auto& [k, v] : so.items())
       if (k != "include_obfuscation" || !v.is_boolean())
-        return Fail(error, "stream_options", "'stream_options' may hold only 'include_obfuscation' (a boolean)");
+        return Fail(error, "stream_options",
+                    "'stream_options' may hold only 'include_obfuscation' (a boolean)");
   }
   return true;
 }
@@ -80,15 +93,17 @@ bool PartsText(const json& content, const std::string& where, ApiError* error, s
     *text = content.get<std::string>();
     return true;
   }
-  if (!content.is_array()) return Fail(error, "input", Str(where, ".content must be a string or an array of parts"));
+  if (!content.is_array())
+    return Fail(error, "input", Str(where, ".content must be a string or an array of parts"));
   for (size_t k = 0; k < content.size(); ++k) {
     const json& part = content[k];
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
       return Fail(error, "input", Str(where, ".content[", k, "] must be an object with a 'type'"));
     const std::string type = part["type"].get<std::string>();
     if (type != "input_text" && type != "output_text")
-      return Fail(error, "input", Str(where, ".content[", k, "] of type '", type,
-                                      "' is not supported: this server takes text only (input_text, output_text)"));
+      return Fail(error, "input",
+                  Str(where, ".content[", k, "] of type '", type,
+                      "' is not supported: this server takes text only (input_text, output_text)"));
     if (!part.contains("text") || !part["text"].is_string())
       return Fail(error, "input", Str(where, ".content[", k, "].text must be a string"));
     *text += part["text"].get<std::string>();
@@ -114,23 +129,27 @@ class ItemFolder {
     if (!item.is_object()) return Fail(error, "input", Str(where, " must be an object"));
     std::string type = "message";
     if (item.contains("type")) {
-      if (!item["type"].is_string()) return Fail(error, "input", Str(where, ".type must be a string"));
+      if (!item["type"].is_string())
+        return Fail(error, "input", Str(where, ".type must be a string"));
       type = item["type"].get<std::string>();
     }
     if (type == "message") return AddMessage(item, where, error);
     if (type == "function_call") return AddCall(item, where, error);
     if (type == "function_call_output") return AddOutput(item, where, error);
     if (type == "reasoning") return AddReasoning(item, where, error);
-    return Fail(error, "input",
-                Str(where, " has type '", type,
-                    "', which is not supported (message, function_call, function_call_output, reasoning)"));
+    return Fail(
+        error, "input",
+        Str(where, " has type '", type,
+            "', which is not supported (message, function_call, function_call_output, reasoning)"));
   }
 
  private:
   bool AddMessage(const json& item, const std::string& where, ApiError* error) {
     static const std::set<std::string> kRoles = {"user", "system", "developer", "assistant"};
-    if (!item.contains("role") || !item["role"].is_string() || !kRoles.count(item["role"].get<std::string>()))
-      return Fail(error, "input", Str(where, ".role must be one of user, system, developer, assistant"));
+    if (!item.contains("role") || !item["role"].is_string() ||
+        !kRoles.count(item["role"].get<std::string>()))
+      return Fail(error, "input",
+                  Str(where, ".role must be one of user, system, developer, assistant"));
     if (!item.contains("content")) return Fail(error, "input", Str(where, ".content is required"));
     std::string text;
     if (!PartsText(item["content"], where, error, &text)) return false;
@@ -146,7 +165,8 @@ class ItemFolder {
   }
 
   bool AddCall(const json& item, const std::string& where, ApiError* error) {
-    if (!NonEmptyString(item, "name")) return Fail(error, "input", Str(where, ".name must be a non-empty string"));
+    if (!NonEmptyString(item, "name"))
+      return Fail(error, "input", Str(where, ".name must be a non-empty string"));
     if (!NonEmptyString(item, "call_id"))
       return Fail(error, "input", Str(where, ".call_id must be a non-empty string"));
     if (!item.contains("arguments") || !item["arguments"].is_string())
@@ -185,7 +205,8 @@ class ItemFolder {
       return Fail(error, "input", Str(where, ".encrypted_content is not supported"));
     for (const char* field : {"summary", "content"}) {
       if (!Has(item, field)) continue;
-      if (!item[field].is_array()) return Fail(error, "input", Str(where, ".", field, " must be an array"));
+      if (!item[field].is_array())
+        return Fail(error, "input", Str(where, ".", field, " must be an array"));
       for (const json& part : item[field]) {
         if (!part.is_object() || !part.contains("text") || !part["text"].is_string())
           return Fail(error, "input", Str(where, ".", field, " parts need a string 'text'"));
@@ -219,8 +240,10 @@ bool TranslateInput(const json& body, ResponsesRequest* out, ApiError* error) {
     out->conversation.push_back({{"role", "user"}, {"content", input}});
     return true;
   }
-  if (!input.is_array()) return Fail(error, "input", "'input' must be a string or an array of items");
-  if (input.empty() && out->conversation.empty()) return Fail(error, "input", "'input' must not be empty");
+  if (!input.is_array())
+    return Fail(error, "input", "'input' must be a string or an array of items");
+  if (input.empty() && out->conversation.empty())
+    return Fail(error, "input", "'input' must not be empty");
   ItemFolder folder(&out->conversation);
   for (size_t i = 0; i < input.size(); ++i)
     if (!folder.Add(input[i], i, error)) return false;
@@ -238,16 +261,19 @@ bool TranslateTools(const json& body, ordered_json* chat, ResponsesRequest* out,
       if (!t.is_object() || !t.contains("type") || !t["type"].is_string())
         return Fail(error, "tools", Str("tools[", i, "] must be an object with a 'type'"));
       if (t["type"] != "function")
-        return Fail(error, "tools", Str("tools[", i, "] has type '", t["type"].get<std::string>(),
-                                        "'; this server runs only 'function' tools"));
-      if (!NonEmptyString(t, "name")) return Fail(error, "tools", Str("tools[", i, "].name must be a non-empty string"));
+        return Fail(error, "tools",
+                    Str("tools[", i, "] has type '", t["type"].get<std::string>(),
+                        "'; this server runs only 'function' tools"));
+      if (!NonEmptyString(t, "name"))
+        return Fail(error, "tools", Str("tools[", i, "].name must be a non-empty string"));
       if (Has(t, "parameters") && !t["parameters"].is_object())
         return Fail(error, "tools", Str("tools[", i, "].parameters must be a JSON Schema object"));
       if (Has(t, "description") && !t["description"].is_string())
         return Fail(error, "tools", Str("tools[", i, "].description must be a string"));
       ordered_json function = {{"name", t["name"]}};
       if (Has(t, "description")) function["description"] = t["description"];
-      if (Has(t, "parameters")) function["parameters"] = ordered_json::parse(t["parameters"].dump());
+      if (Has(t, "parameters"))
+        function["parameters"] = ordered_json::parse(t["parameters"].dump());
       chat_tools.push_back({{"type", "function"}, {"function", function}});
     }
     (*chat)["tools"] = chat_tools;
@@ -257,11 +283,13 @@ bool TranslateTools(const json& body, ordered_json* chat, ResponsesRequest* out,
     const json& c = body["tool_choice"];
     if (c.is_string()) {
       (*chat)["tool_choice"] = c;  // the chat parser checks the value
-    } else if (c.is_object() && c.value("type", json()) == "function" && NonEmptyString(c, "name")) {
+    } else if (c.is_object() && c.value("type", json()) == "function" &&
+               NonEmptyString(c, "name")) {
       (*chat)["tool_choice"] = {{"type", "function"}, {"function", {{"name", c["name"]}}}};
     } else {
       return Fail(error, "tool_choice",
-                  "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"name\": ...}");
+                  "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": "
+                  "\"function\", \"name\": ...}");
     }
     out->tool_choice = c;
   }
@@ -274,7 +302,8 @@ bool TranslateText(const json& body, ordered_json* chat, ResponsesRequest* out, 
   const json& text = body["text"];
   if (!text.is_object()) return Fail(error, "text", "'text' must be an object");
   for (const auto& [k, v] : text.items())
-    if (k != "format" && k != "verbosity") return Fail(error, "text", Str("unsupported field 'text.", k, "'"));
+    if (k != "format" && k != "verbosity")
+      return Fail(error, "text", Str("unsupported field 'text.", k, "'"));
   if (Has(text, "verbosity") && text["verbosity"] != "low" && text["verbosity"] != "medium" &&
       text["verbosity"] != "high")
     return Fail(error, "text.verbosity", "'text.verbosity' must be low, medium or high");
@@ -284,17 +313,21 @@ bool TranslateText(const json& body, ordered_json* chat, ResponsesRequest* out, 
       return Fail(error, "text.format", "'text.format' must be an object with a 'type'");
     const std::string type = f["type"].get<std::string>();
     if (type == "json_schema") {
-      if (!NonEmptyString(f, "name")) return Fail(error, "text.format", "'text.format.name' must be a non-empty string");
+      if (!NonEmptyString(f, "name"))
+        return Fail(error, "text.format", "'text.format.name' must be a non-empty string");
       if (!f.contains("schema") || !f["schema"].is_object())
         return Fail(error, "text.format", "'text.format.schema' must be a JSON Schema object");
-      ordered_json schema = {{"name", f["name"]}, {"schema", ordered_json::parse(f["schema"].dump())}};
+      ordered_json schema = {{"name", f["name"]},
+                             {"schema", ordered_json::parse(f["schema"].dump())}};
       if (f.contains("strict")) schema["strict"] = f["strict"];
       if (f.contains("description")) schema["description"] = f["description"];
       (*chat)["response_format"] = {{"type", "json_schema"}, {"json_schema", schema}};
     } else if (type == "text" || type == "json_object") {
       (*chat)["response_format"] = {{"type", type}};
     } else {
-      return Fail(error, "text.format", Str("'text.format.type' must be text, json_object or json_schema, got '", type, "'"));
+      return Fail(
+          error, "text.format",
+          Str("'text.format.type' must be text, json_object or json_schema, got '", type, "'"));
     }
   }
   out->text = text;
@@ -304,7 +337,8 @@ bool TranslateText(const json& body, ordered_json* chat, ResponsesRequest* out, 
 
 // reasoning {effort, summary}: thinking on unless effort is none/minimal (the chat parser maps
 // reasoning_effort). A reasoning object without an effort asks for thinking ("medium").
-bool TranslateReasoning(const json& body, ordered_json* chat, ResponsesRequest* out, ApiError* error) {
+bool TranslateReasoning(const json& body, ordered_json* chat, ResponsesRequest* out,
+                        ApiError* error) {
   if (!Has(body, "reasoning")) return true;
   const json& r = body["reasoning"];
   if (!r.is_object()) return Fail(error, "reasoning", "'reasoning' must be an object");
@@ -314,10 +348,12 @@ bool TranslateReasoning(const json& body, ordered_json* chat, ResponsesRequest* 
   static const std::set<std::string> kSummaries = {"auto", "concise", "detailed"};
   for (const char* k : {"summary", "generate_summary"})
     if (Has(r, k) && (!r[k].is_string() || !kSummaries.count(r[k].get<std::string>())))
-      return Fail(error, "reasoning.summary", "'reasoning.summary' must be auto, concise or detailed");
+      return Fail(error, "reasoning.summary",
+                  "'reasoning.summary' must be auto, concise or detailed");
   std::string effort = "medium";
   if (Has(r, "effort")) {
-    if (!r["effort"].is_string()) return Fail(error, "reasoning.effort", "'reasoning.effort' must be a string");
+    if (!r["effort"].is_string())
+      return Fail(error, "reasoning.effort", "'reasoning.effort' must be a string");
     effort = r["effort"].get<std::string>();
   }
   (*chat)["reasoning_effort"] = effort;
@@ -329,45 +365,51 @@ bool TranslateReasoning(const json& body, ordered_json* chat, ResponsesRequest* 
 // The chat body's other fields: length, sampling and g4's extensions, as sent.
 void CopyGenerationFields(const json& body, ordered_json* chat) {
   if (body.contains("max_output_tokens")) (*chat)["max_tokens"] = body["max_output_tokens"];
-  for (const char* name : {"temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty",
-                           "repetition_penalty", "logit_bias", "stop", "ignore_eos", "timeout", "parallel_tool_calls"})
+  for (const char* name :
+       {"temperature", "top_p", "top_k", "min_p", "seed", "presence_penalty", "frequency_penalty",
+        "repetition_penalty", "logit_bias", "stop", "ignore_eos", "timeout", "parallel_tool_calls"})
     if (body.contains(name)) (*chat)[name] = ordered_json::parse(body[name].dump());
 }
 
 // The chat parser names chat fields; a Responses client knows them by their Responses names.
 void RenameParam(ApiError* error) {
-  static const std::map<std::string, std::string> kNames = {{"messages", "input"},
-                                                            {"max_tokens", "max_output_tokens"},
-                                                            {"response_format", "text.format"},
-                                                            {"reasoning_effort", "reasoning.effort"}};
+  static const std::map<std::string, std::string> kNames = {
+      {"messages", "input"},
+      {"max_tokens", "max_output_tokens"},
+      {"response_format", "text.format"},
+      {"reasoning_effort", "reasoning.effort"}};
   auto it = kNames.find(error->param);
   if (it == kNames.end()) return;
   // The message names it too ("'max_tokens' must be at least 1"); response_format's message
   // stays chat's own, so that the two routes refuse a format in the same words.
   const std::string quoted = "'" + it->first + "'";
   if (it->first != "response_format")
-    for (size_t at = error->message.find(quoted); at != std::string::npos; at = error->message.find(quoted, at))
+    for (size_t at = error->message.find(quoted); at != std::string::npos;
+         at = error->message.find(quoted, at))
       error->message.replace(at, quoted.size(), "'" + it->second + "'");
   error->param = it->second;
 }
 
 }  // namespace
 
-bool ParseResponsesRequest(const std::string& body, const ApiLimits& limits, const ResponsesLookup& lookup,
-                           ResponsesRequest* out, ApiError* error) {
+bool ParseResponsesRequest(const std::string& body, const ApiLimits& limits,
+                           const ResponsesLookup& lookup, ResponsesRequest* out, ApiError* error) {
   *error = ApiError{};
   if (body.empty()) return Fail(error, "", "the request body is empty; expected a JSON object");
   const json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Fail(error, "", "the request body is not valid JSON (or not valid UTF-8)");
-  if (!j.is_object()) return Fail(error, "", Str("the request body must be a JSON object, got ", j.type_name()));
+  if (j.is_discarded())
+    return Fail(error, "", "the request body is not valid JSON (or not valid UTF-8)");
+  if (!j.is_object())
+    return Fail(error, "", Str("the request body must be a JSON object, got ", j.type_name()));
   if (!CheckFields(j, error)) return false;
 
   if (Has(j, "previous_response_id")) {
     const std::string id = j["previous_response_id"].get<std::string>();
     std::optional<ordered_json> previous = lookup ? lookup(id) : std::nullopt;
     if (!previous) {
-      *error = MakeApiError(400, Str("Previous response with id '", id, "' not found."), "invalid_request_error",
-                            "previous_response_not_found", "previous_response_id");
+      *error = MakeApiError(400, Str("Previous response with id '", id, "' not found."),
+                            "invalid_request_error", "previous_response_not_found",
+                            "previous_response_id");
       return false;
     }
     out->conversation = std::move(*previous);
@@ -377,12 +419,14 @@ bool ParseResponsesRequest(const std::string& body, const ApiLimits& limits, con
   ordered_json chat = ordered_json::object();
   if (Has(j, "model")) chat["model"] = j["model"];
   if (Has(j, "instructions")) {
-    if (!j["instructions"].is_string()) return Fail(error, "instructions", "'instructions' must be a string");
+    if (!j["instructions"].is_string())
+      return Fail(error, "instructions", "'instructions' must be a string");
     out->instructions = j["instructions"];
   }
   chat["messages"] = ordered_json::array();
   if (out->instructions.is_string())
-    chat["messages"].push_back({{"role", "system"}, {"content", out->instructions.get<std::string>()}});
+    chat["messages"].push_back(
+        {{"role", "system"}, {"content", out->instructions.get<std::string>()}});
   for (const ordered_json& m : out->conversation) chat["messages"].push_back(m);
   if (!TranslateTools(j, &chat, out, error)) return false;
   if (!TranslateText(j, &chat, out, error)) return false;
@@ -397,14 +441,19 @@ bool ParseResponsesRequest(const std::string& body, const ApiLimits& limits, con
   if (j.contains("max_output_tokens")) out->max_output_tokens = j["max_output_tokens"];
   if (Has(j, "metadata")) out->metadata = j["metadata"];
   if (Has(j, "user")) out->user = j["user"];
-  if (Has(j, "parallel_tool_calls")) out->parallel_tool_calls = j["parallel_tool_calls"].get<bool>();
+  if (Has(j, "parallel_tool_calls"))
+    out->parallel_tool_calls = j["parallel_tool_calls"].get<bool>();
   return true;
 }
 
 // ---- output ----
 
-ResponsesWriter::ResponsesWriter(ResponsesRequest request, std::string id, int64_t created_at, std::string model)
-    : request_(std::move(request)), id_(std::move(id)), created_at_(created_at), model_(std::move(model)) {}
+ResponsesWriter::ResponsesWriter(ResponsesRequest request, std::string id, int64_t created_at,
+                                 std::string model)
+    : request_(std::move(request)),
+      id_(std::move(id)),
+      created_at_(created_at),
+      model_(std::move(model)) {}
 
 std::string ResponsesWriter::ItemId(const char* prefix) const {
   // "resp_X" -> "msg_X_2": unique per server process, and tied to the response.
@@ -417,6 +466,11 @@ std::string ResponsesWriter::Event(const std::string& type, json fields) {
   fields["sequence_number"] = sequence_++;
   return "event: " + type + "\ndata: " + DumpJson(fields) + "\n\n";
 }
+
+namespace {
+// A float sampling parameter as the client wrote it (0.95, not 0.949999988079071).
+double Echo(float x) { return std::round(static_cast<double>(x) * 1e6) / 1e6; }
+}  // namespace
 
 json ResponsesWriter::Response() const {
   const ApiRequest& api = request_.api;
@@ -434,11 +488,11 @@ json ResponsesWriter::Response() const {
             {"previous_response_id", request_.previous_response_id},
             {"reasoning", request_.reasoning},
             {"store", request_.store},
-            {"temperature", api.sampling.temperature},
+            {"temperature", Echo(api.sampling.temperature)},
             {"text", request_.text},
             {"tool_choice", request_.tool_choice},
             {"tools", request_.tools},
-            {"top_p", api.sampling.top_p},
+            {"top_p", Echo(api.sampling.top_p)},
             {"truncation", "disabled"},
             {"usage", usage_},
             {"user", request_.user},
@@ -460,17 +514,26 @@ std::string ResponsesWriter::OpenItem(Open kind) {
     output_.push_back(item);
     out += Event("response.output_item.added", {{"output_index", index}, {"item", item}});
     out += Event("response.reasoning_summary_part.added",
-                 {{"item_id", item["id"]}, {"output_index", index}, {"summary_index", 0},
+                 {{"item_id", item["id"]},
+                  {"output_index", index},
+                  {"summary_index", 0},
                   {"part", {{"type", "summary_text"}, {"text", ""}}}});
     output_[index]["summary"].push_back({{"type", "summary_text"}, {"text", ""}});
   } else {
-    item = {{"id", ItemId("msg_")}, {"type", "message"}, {"status", "in_progress"}, {"role", "assistant"},
+    item = {{"id", ItemId("msg_")},
+            {"type", "message"},
+            {"status", "in_progress"},
+            {"role", "assistant"},
             {"content", json::array()}};
     output_.push_back(item);
     out += Event("response.output_item.added", {{"output_index", index}, {"item", item}});
-    const json part = {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}, {"logprobs", json::array()}};
-    out += Event("response.content_part.added",
-                 {{"item_id", item["id"]}, {"output_index", index}, {"content_index", 0}, {"part", part}});
+    const json part = {{"type", "output_text"},
+                       {"text", ""},
+                       {"annotations", json::array()},
+                       {"logprobs", json::array()}};
+    out += Event(
+        "response.content_part.added",
+        {{"item_id", item["id"]}, {"output_index", index}, {"content_index", 0}, {"part", part}});
     output_[index]["content"].push_back(part);
   }
   open_ = kind;
@@ -484,18 +547,26 @@ std::string ResponsesWriter::CloseItem() {
   std::string out;
   if (open_ == Open::kReasoning) {
     const json part = item["summary"][0];
-    out += Event("response.reasoning_summary_text.done",
-                 {{"item_id", item["id"]}, {"output_index", index}, {"summary_index", 0}, {"text", part["text"]}});
-    out += Event("response.reasoning_summary_part.done",
-                 {{"item_id", item["id"]}, {"output_index", index}, {"summary_index", 0}, {"part", part}});
+    out += Event("response.reasoning_summary_text.done", {{"item_id", item["id"]},
+                                                          {"output_index", index},
+                                                          {"summary_index", 0},
+                                                          {"text", part["text"]}});
+    out += Event(
+        "response.reasoning_summary_part.done",
+        {{"item_id", item["id"]}, {"output_index", index}, {"summary_index", 0}, {"part", part}});
   } else {
     const json part = item["content"][0];
-    out += Event("response.output_text.done", {{"item_id", item["id"]}, {"output_index", index}, {"content_index", 0},
-                                               {"text", part["text"]}, {"logprobs", json::array()}});
-    out += Event("response.content_part.done",
-                 {{"item_id", item["id"]}, {"output_index", index}, {"content_index", 0}, {"part", part}});
+    out += Event("response.output_text.done", {{"item_id", item["id"]},
+                                               {"output_index", index},
+                                               {"content_index", 0},
+                                               {"text", part["text"]},
+                                               {"logprobs", json::array()}});
+    out += Event(
+        "response.content_part.done",
+        {{"item_id", item["id"]}, {"output_index", index}, {"content_index", 0}, {"part", part}});
     // A response that stopped early leaves its last message unfinished, as OpenAI marks it.
-    item["status"] = status_ == "in_progress" || status_ == "completed" ? "completed" : "incomplete";
+    item["status"] =
+        status_ == "in_progress" || status_ == "completed" ? "completed" : "incomplete";
   }
   out += Event("response.output_item.done", {{"output_index", index}, {"item", item}});
   open_ = Open::kNone;
@@ -510,16 +581,20 @@ std::string ResponsesWriter::Add(const ChatDelta& delta) {
     const size_t index = output_.size() - 1;
     json& part = output_[index]["summary"][0];
     part["text"] = part["text"].get<std::string>() + delta.reasoning;
-    out += Event("response.reasoning_summary_text.delta", {{"item_id", output_[index]["id"]}, {"output_index", index},
-                                                           {"summary_index", 0}, {"delta", delta.reasoning}});
+    out += Event("response.reasoning_summary_text.delta", {{"item_id", output_[index]["id"]},
+                                                           {"output_index", index},
+                                                           {"summary_index", 0},
+                                                           {"delta", delta.reasoning}});
   }
   if (!delta.content.empty()) {
     if (open_ != Open::kMessage) out += OpenItem(Open::kMessage);
     const size_t index = output_.size() - 1;
     json& part = output_[index]["content"][0];
     part["text"] = part["text"].get<std::string>() + delta.content;
-    out += Event("response.output_text.delta", {{"item_id", output_[index]["id"]}, {"output_index", index},
-                                                {"content_index", 0}, {"delta", delta.content},
+    out += Event("response.output_text.delta", {{"item_id", output_[index]["id"]},
+                                                {"output_index", index},
+                                                {"content_index", 0},
+                                                {"delta", delta.content},
                                                 {"logprobs", json::array()}});
   }
   return out;
@@ -549,14 +624,16 @@ std::string ResponsesWriter::Finish(const SequenceResult& result, const json& to
     const std::string item_id = ItemId("fc_");
     const std::string call_id = "call_" + item_id.substr(3);
     const json& fn = call["function"];
-    json item = {{"id", item_id}, {"type", "function_call"}, {"status", "in_progress"},
-                 {"call_id", call_id}, {"name", fn["name"]}, {"arguments", ""}};
+    json item = {{"id", item_id},      {"type", "function_call"}, {"status", "in_progress"},
+                 {"call_id", call_id}, {"name", fn["name"]},      {"arguments", ""}};
     output_.push_back(item);
     out += Event("response.output_item.added", {{"output_index", index}, {"item", item}});
     out += Event("response.function_call_arguments.delta",
                  {{"item_id", item_id}, {"output_index", index}, {"delta", fn["arguments"]}});
-    out += Event("response.function_call_arguments.done",
-                 {{"item_id", item_id}, {"output_index", index}, {"name", fn["name"]}, {"arguments", fn["arguments"]}});
+    out += Event("response.function_call_arguments.done", {{"item_id", item_id},
+                                                           {"output_index", index},
+                                                           {"name", fn["name"]},
+                                                           {"arguments", fn["arguments"]}});
     output_[index]["arguments"] = fn["arguments"];
     output_[index]["status"] = "completed";
     out += Event("response.output_item.done", {{"output_index", index}, {"item", output_[index]}});
@@ -581,12 +658,14 @@ ordered_json ResponsesWriter::Conversation() const {
     if (item["type"] == "reasoning") {
       for (const json& part : item["summary"]) reasoning += part["text"].get<std::string>();
     } else if (item["type"] == "message") {
-      turn["content"] = turn["content"].get<std::string>() + item["content"][0]["text"].get<std::string>();
+      turn["content"] =
+          turn["content"].get<std::string>() + item["content"][0]["text"].get<std::string>();
     } else if (item["type"] == "function_call") {
       if (!turn.contains("tool_calls")) turn["tool_calls"] = ordered_json::array();
-      turn["tool_calls"].push_back({{"id", item["call_id"]},
-                                    {"type", "function"},
-                                    {"function", {{"name", item["name"]}, {"arguments", item["arguments"]}}}});
+      turn["tool_calls"].push_back(
+          {{"id", item["call_id"]},
+           {"type", "function"},
+           {"function", {{"name", item["name"]}, {"arguments", item["arguments"]}}}});
     }
   }
   if (!reasoning.empty()) turn["reasoning_content"] = reasoning;

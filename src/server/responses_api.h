@@ -10,11 +10,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "runtime/scheduler.h"
 #include "server/chat_bridge.h"
@@ -44,12 +43,12 @@ struct ResponsesRequest {
   bool parallel_tool_calls = true;
 };
 
-// Parses a /v1/responses body into *out (default-constructed). `lookup` resolves previous_response_id (nullopt: unknown, a 400
-// naming it). On failure returns false and fills *error; errors the chat parser reports are
-// renamed to the Responses field they came from (messages -> input, max_tokens ->
-// max_output_tokens, response_format -> text.format).
-bool ParseResponsesRequest(const std::string& body, const ApiLimits& limits, const ResponsesLookup& lookup,
-                           ResponsesRequest* out, ApiError* error);
+// Parses a /v1/responses body into *out (default-constructed). `lookup` resolves
+// previous_response_id (nullopt: unknown, a 400 naming it). On failure returns false and fills
+// *error; errors the chat parser reports are renamed to the Responses field they came from
+// (messages -> input, max_tokens -> max_output_tokens, response_format -> text.format).
+bool ParseResponsesRequest(const std::string& body, const ApiLimits& limits,
+                           const ResponsesLookup& lookup, ResponsesRequest* out, ApiError* error);
 
 // Builds a response's output items from the generation as it comes, and the Responses stream
 // events that say so (each an SSE text: "event: TYPE\ndata: JSON\n\n", numbered from 0). The same

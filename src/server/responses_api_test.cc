@@ -23,7 +23,8 @@ ResponsesRequest Parse(const std::string& body, const ResponsesLookup& lookup = 
   return r;
 }
 
-ApiError ParseError(const std::string& body, const std::string& param, const ResponsesLookup& lookup = nullptr) {
+ApiError ParseError(const std::string& body, const std::string& param,
+                    const ResponsesLookup& lookup = nullptr) {
   ResponsesRequest r;
   ApiError e;
   EXPECT_FALSE(ParseResponsesRequest(body, Limits(), lookup, &r, &e)) << body;
@@ -38,7 +39,8 @@ TEST(ResponsesApi, StringInputAndInstructionsBecomeSystemAndUserMessages) {
       R"({"model":"m","input":"hi","instructions":"be brief","max_output_tokens":7,"temperature":0.5,"top_p":0.9,"stream":true})");
   EXPECT_EQ(r.api.route, ApiRoute::kChat);
   EXPECT_EQ(r.api.chat_template.messages,
-            ordered_json::parse(R"([{"role":"system","content":"be brief"},{"role":"user","content":"hi"}])"));
+            ordered_json::parse(
+                R"([{"role":"system","content":"be brief"},{"role":"user","content":"hi"}])"));
   // The stored conversation leaves the instructions out (OpenAI does not carry them over).
   EXPECT_EQ(r.conversation, ordered_json::parse(R"([{"role":"user","content":"hi"}])"));
   EXPECT_EQ(*r.api.max_tokens, 7);
@@ -86,16 +88,23 @@ TEST(ResponsesApi, FlatFunctionToolsAndToolChoiceBecomeChatTools) {
   const ResponsesRequest all = Parse(R"({"input":"x","tools":[
       {"type":"function","name":"f","description":"F","parameters":{"type":"object"}}],"tool_choice":"required"})");
   EXPECT_TRUE(all.api.tool_call_forced);
-  EXPECT_EQ(all.api.chat_template.tools,
-            ordered_json::parse(R"([{"type":"function","function":{"name":"f","description":"F","parameters":{"type":"object"}}}])"));
-  EXPECT_FALSE(Parse(R"({"input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":"none"})").api.tools_enabled);
+  EXPECT_EQ(
+      all.api.chat_template.tools,
+      ordered_json::parse(
+          R"([{"type":"function","function":{"name":"f","description":"F","parameters":{"type":"object"}}}])"));
+  EXPECT_FALSE(
+      Parse(R"({"input":"x","tools":[{"type":"function","name":"f"}],"tool_choice":"none"})")
+          .api.tools_enabled);
 }
 
 TEST(ResponsesApi, ReasoningEffortTurnsThinkingOn) {
-  EXPECT_TRUE(Parse(R"({"input":"x","reasoning":{"effort":"high","summary":"auto"}})").api.enable_thinking);
+  EXPECT_TRUE(
+      Parse(R"({"input":"x","reasoning":{"effort":"high","summary":"auto"}})").api.enable_thinking);
   EXPECT_TRUE(Parse(R"({"input":"x","reasoning":{}})").api.enable_thinking);
   EXPECT_FALSE(Parse(R"({"input":"x","reasoning":{"effort":"none"}})").api.enable_thinking);
-  EXPECT_EQ(Parse(R"({"input":"x","reasoning":{"effort":"low"}})").api.chat_template.kwargs["enable_thinking"], true);
+  EXPECT_EQ(Parse(R"({"input":"x","reasoning":{"effort":"low"}})")
+                .api.chat_template.kwargs["enable_thinking"],
+            true);
   ParseError(R"({"input":"x","reasoning":{"effort":"huge"}})", "reasoning.effort");
 }
 
@@ -106,22 +115,30 @@ TEST(ResponsesApi, PreviousResponseIdContinuesTheStoredConversation) {
     if (id == "resp_1") return stored;
     return std::nullopt;
   };
-  const ResponsesRequest r = Parse(R"({"input":"q2","previous_response_id":"resp_1","instructions":"new"})", lookup);
-  EXPECT_EQ(r.api.chat_template.messages,
-            ordered_json::parse(R"([{"role":"system","content":"new"},{"role":"user","content":"q1"},
+  const ResponsesRequest r =
+      Parse(R"({"input":"q2","previous_response_id":"resp_1","instructions":"new"})", lookup);
+  EXPECT_EQ(
+      r.api.chat_template.messages,
+      ordered_json::parse(R"([{"role":"system","content":"new"},{"role":"user","content":"q1"},
                                     {"role":"assistant","content":"a1"},{"role":"user","content":"q2"}])"));
   EXPECT_EQ(r.previous_response_id, "resp_1");
-  const ApiError e = ParseError(R"({"input":"q2","previous_response_id":"resp_2"})", "previous_response_id", lookup);
+  const ApiError e = ParseError(R"({"input":"q2","previous_response_id":"resp_2"})",
+                                "previous_response_id", lookup);
   EXPECT_EQ(e.code, "previous_response_not_found");
   // A tool output for a call of the previous response is named after it, as when sent whole.
-  const ordered_json with_call = ordered_json::parse(R"([{"role":"user","content":"q1"},{"role":"assistant","content":"",
+  const ordered_json with_call =
+      ordered_json::parse(R"([{"role":"user","content":"q1"},{"role":"assistant","content":"",
       "tool_calls":[{"id":"c9","type":"function","function":{"name":"get","arguments":"{}"}}]}])");
-  const ResponsesRequest chained = Parse(R"({"input":[{"type":"function_call_output","call_id":"c9","output":"r"}],
-      "previous_response_id":"resp_9"})", [&](const std::string&) { return std::optional<ordered_json>(with_call); });
-  EXPECT_EQ(chained.api.chat_template.messages.back(),
-            ordered_json::parse(R"({"role":"tool","tool_call_id":"c9","content":"r","name":"get"})"));
+  const ResponsesRequest chained =
+      Parse(R"({"input":[{"type":"function_call_output","call_id":"c9","output":"r"}],
+      "previous_response_id":"resp_9"})",
+            [&](const std::string&) { return std::optional<ordered_json>(with_call); });
+  EXPECT_EQ(
+      chained.api.chat_template.messages.back(),
+      ordered_json::parse(R"({"role":"tool","tool_call_id":"c9","content":"r","name":"get"})"));
   // Without input, the previous conversation alone is the prompt.
-  EXPECT_EQ(Parse(R"({"previous_response_id":"resp_1"})", lookup).api.chat_template.messages.size(), 2u);
+  EXPECT_EQ(Parse(R"({"previous_response_id":"resp_1"})", lookup).api.chat_template.messages.size(),
+            2u);
 }
 
 TEST(ResponsesApi, TextFormatMapsOntoResponseFormatAndItsErrors) {
@@ -143,7 +160,8 @@ TEST(ResponsesApi, TextFormatMapsOntoResponseFormatAndItsErrors) {
     EXPECT_EQ(e.param, "text.format");
   }
   Parse(R"({"input":"x","text":{"format":{"type":"text"},"verbosity":"low"}})");
-  ParseError(R"({"input":"x","text":{"format":{"type":"json_schema","schema":{}}}})", "text.format");
+  ParseError(R"({"input":"x","text":{"format":{"type":"json_schema","schema":{}}}})",
+             "text.format");
   ParseError(R"({"input":"x","text":{"format":{"type":"yaml"}}})", "text.format");
   ParseError(R"({"input":"x","text":{"colour":"red"}})", "text");
 }
@@ -159,10 +177,12 @@ TEST(ResponsesApi, MalformedInputIsA400NamingTheField) {
   ParseError(R"({"input":[7]})", "input");
   ParseError(R"({"input":[{"role":"tool","content":"x"}]})", "input");
   ParseError(R"({"input":[{"role":"user"}]})", "input");
-  ParseError(R"({"input":[{"role":"user","content":[{"type":"input_image","image_url":"u"}]}]})", "input");
+  ParseError(R"({"input":[{"role":"user","content":[{"type":"input_image","image_url":"u"}]}]})",
+             "input");
   ParseError(R"({"input":[{"type":"item_reference","id":"x"}]})", "input");
   ParseError(R"({"input":[{"type":"function_call","name":"f","arguments":"{}"}]})", "input");
-  ParseError(R"({"input":[{"type":"function_call","name":"f","call_id":"c","arguments":{}}]})", "input");
+  ParseError(R"({"input":[{"type":"function_call","name":"f","call_id":"c","arguments":{}}]})",
+             "input");
   ParseError(R"({"input":[{"type":"function_call_output","call_id":"c"}]})", "input");
   ParseError(R"({"input":[{"type":"reasoning","summary":[],"encrypted_content":"zz"}]})", "input");
   ParseError(R"({"input":"x","tools":[{"type":"web_search"}]})", "tools");
@@ -216,7 +236,8 @@ TEST(ResponsesApi, WriterStreamsReasoningTextAndCallsInOrder) {
   sse += w.Add({"", ""});
   sse += w.Add({"", "Hel"});
   sse += w.Add({"", "lo"});
-  const json calls = json::parse(R"([{"id":"call_0","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}])");
+  const json calls = json::parse(
+      R"([{"id":"call_0","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}])");
   sse += w.Finish(Result("stop"), calls);
   const auto events = Events(sse);
   std::vector<std::string> types;
@@ -225,24 +246,37 @@ TEST(ResponsesApi, WriterStreamsReasoningTextAndCallsInOrder) {
     EXPECT_EQ(events[i].second["type"], events[i].first);
     EXPECT_EQ(events[i].second["sequence_number"], i);
   }
-  const std::vector<std::string> want = {
-      "response.created", "response.in_progress",
-      "response.output_item.added", "response.reasoning_summary_part.added",
-      "response.reasoning_summary_text.delta", "response.reasoning_summary_text.delta",
-      "response.reasoning_summary_text.done", "response.reasoning_summary_part.done", "response.output_item.done",
-      "response.output_item.added", "response.content_part.added", "response.output_text.delta",
-      "response.output_text.delta", "response.output_text.done", "response.content_part.done",
-      "response.output_item.done",
-      "response.output_item.added", "response.function_call_arguments.delta",
-      "response.function_call_arguments.done", "response.output_item.done",
-      "response.completed"};
+  const std::vector<std::string> want = {"response.created",
+                                         "response.in_progress",
+                                         "response.output_item.added",
+                                         "response.reasoning_summary_part.added",
+                                         "response.reasoning_summary_text.delta",
+                                         "response.reasoning_summary_text.delta",
+                                         "response.reasoning_summary_text.done",
+                                         "response.reasoning_summary_part.done",
+                                         "response.output_item.done",
+                                         "response.output_item.added",
+                                         "response.content_part.added",
+                                         "response.output_text.delta",
+                                         "response.output_text.delta",
+                                         "response.output_text.done",
+                                         "response.content_part.done",
+                                         "response.output_item.done",
+                                         "response.output_item.added",
+                                         "response.function_call_arguments.delta",
+                                         "response.function_call_arguments.done",
+                                         "response.output_item.done",
+                                         "response.completed"};
   EXPECT_EQ(types, want);
   const json r = w.Response();
   EXPECT_EQ(events.back().second["response"], r);
   EXPECT_EQ(r["status"], "completed");
   EXPECT_EQ(r["incomplete_details"], nullptr);
   ASSERT_EQ(r["output"].size(), 3u);
-  EXPECT_EQ(r["output"][0], json::parse(R"({"id":"rs_ab-1_0","type":"reasoning","summary":[{"type":"summary_text","text":"thinking"}]})"));
+  EXPECT_EQ(
+      r["output"][0],
+      json::parse(
+          R"({"id":"rs_ab-1_0","type":"reasoning","summary":[{"type":"summary_text","text":"thinking"}]})"));
   EXPECT_EQ(r["output"][1]["id"], "msg_ab-1_1");
   EXPECT_EQ(r["output"][1]["status"], "completed");
   EXPECT_EQ(r["output"][1]["content"][0]["text"], "Hello");
@@ -250,7 +284,9 @@ TEST(ResponsesApi, WriterStreamsReasoningTextAndCallsInOrder) {
   EXPECT_EQ(r["output"][2]["name"], "f");
   EXPECT_EQ(r["output"][2]["arguments"], "{\"a\":1}");
   EXPECT_EQ(r["output"][2]["call_id"], "call_ab-1_2");
-  EXPECT_EQ(r["usage"], json::parse(R"({"input_tokens":10,"input_tokens_details":{"cached_tokens":2},"output_tokens":5,
+  EXPECT_EQ(r["usage"],
+            json::parse(
+                R"({"input_tokens":10,"input_tokens_details":{"cached_tokens":2},"output_tokens":5,
                                          "output_tokens_details":{"reasoning_tokens":2},"total_tokens":15})"));
   // Item events carry their item's id and index.
   for (const auto& [type, data] : events) {
@@ -275,6 +311,10 @@ TEST(ResponsesApi, WriterEndsIncompleteOrFailed) {
   EXPECT_EQ(r["incomplete_details"]["reason"], "max_output_tokens");
   EXPECT_EQ(r["output"][0]["status"], "incomplete");
   EXPECT_EQ(r["max_output_tokens"], 2);
+  ResponsesWriter echo(Parse(R"({"input":"q","temperature":0.7,"top_p":0.95})"), "resp_x-3", 1,
+                       "m");
+  EXPECT_EQ(echo.Response()["temperature"], 0.7);  // as sent, not the float's widening
+  EXPECT_EQ(echo.Response()["top_p"], 0.95);
 
   SequenceResult failed = Result("error");
   failed.error = "boom";

@@ -6,17 +6,16 @@
 #include <cstddef>
 #include <list>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
-#include <nlohmann/json.hpp>
-
 namespace g4 {
 
 struct StoredResponse {
-  nlohmann::json response;                // the response object, as GET returns it
-  nlohmann::ordered_json conversation;    // what a previous_response_id continues from
+  nlohmann::json response;              // the response object, as GET returns it
+  nlohmann::ordered_json conversation;  // what a previous_response_id continues from
 };
 
 class ResponseStore {
@@ -35,7 +34,8 @@ class ResponseStore {
   size_t capacity_;
   mutable std::mutex mutex_;
   std::list<std::pair<std::string, StoredResponse>> entries_;  // most recently used first
-  std::unordered_map<std::string, std::list<std::pair<std::string, StoredResponse>>::iterator> index_;
+  std::unordered_map<std::string, std::list<std::pair<std::string, StoredResponse>>::iterator>
+      index_;
 };
 
 }  // namespace g4

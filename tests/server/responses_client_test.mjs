@@ -194,8 +194,22 @@ test('a client that leaves a stream frees its slot, and nothing is stored', asyn
 });
 
 test('errors: malformed and unsupported fields are 400s naming the Responses field', async () => {
-  await expectError(client.responses.create({ model: 'm', input: 'x', text: { format: { type: 'json_schema', name: 'n', schema: { type: 'object' } } } }),
-    400, /json_schema/, 'text.format');
+  // text.format goes where chat's response_format goes: refused (or, once chat accepts it, answered)
+  // exactly as chat completions does.
+  const schema = { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] };
+  for (const format of [{ type: 'json_object' }, { type: 'json_schema', name: 'n', schema, strict: true }]) {
+    const { type, ...rest } = format;
+    const response_format = type === 'json_schema' ? { type, json_schema: rest } : format;
+    let chatError = null, chatAnswer = null;
+    try { chatAnswer = await chat([{ role: 'user', content: 'x' }], 24, { response_format }); } catch (e) { chatError = e; }
+    if (chatError) {
+      const e = await expectError(client.responses.create({ model: 'm', input: 'x', max_output_tokens: 24, ...greedy, text: { format } }),
+        chatError.status, undefined, 'text.format');
+      assert.equal(e.error.message, chatError.error.message);
+    } else {
+      checkAgainstChat(await client.responses.create({ model: 'm', input: 'x', max_output_tokens: 24, ...greedy, text: { format } }), chatAnswer);
+    }
+  }
   await expectError(client.responses.create({ model: 'm', input: [{ role: 'user', content: [{ type: 'input_image', image_url: 'https://x/y.png' }] }] }),
     400, /input_image/, 'input');
   await expectError(client.responses.create({ model: 'm', input: 'x', tools: [{ type: 'web_search' }] }), 400, /web_search/, 'tools');
