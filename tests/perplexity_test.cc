@@ -1,7 +1,8 @@
 // g4 perplexity: the window rule, the logits file, perplexity against the float64 reference over
 // the same windows, KL of a run against itself and against another format, and the command's
-// errors.
+// errors; g4 doctor's perplexity check inside the turn format.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -251,6 +252,36 @@ TEST(PerplexityCommand, ErrorsArePreciseAndNonZero) {
     EXPECT_NE(r.exit_code, 0) << c.args;
     EXPECT_NE(r.output.find(c.message), std::string::npos) << c.args << "\n" << r.output;
   }
+}
+
+}  // namespace
+}  // namespace g4
+
+namespace g4 {
+namespace {
+
+// A view of checkpoint `src` that ships the Gemma-4 chat template (links, no copy of the weights).
+std::string WithChatTemplate(const std::string& src, const std::string& name) {
+  const std::string dir = TestTempDir(name);
+  for (const char* f : {"config.json", "generation_config.json", "tokenizer.json", "model.safetensors"})
+    EXPECT_EQ(symlink((src + "/" + f).c_str(), (dir + "/" + f).c_str()), 0) << f;
+  std::ifstream in(SourceDir() + "/tests/templates/gemma4_g4_small.jinja");
+  std::ofstream(dir + "/chat_template.jinja") << in.rdbuf();
+  return dir;
+}
+
+TEST(DoctorPerplexity, FlagsRandomWeightsAndPassesTheTrainedModel) {
+  // Random weights read English as noise: a FAIL that says so.
+  G4RunResult random = RunG4("doctor --model " + WithChatTemplate(TinyCheckpoint("e2b"), "doctor_random"));
+  EXPECT_NE(random.exit_code, 0);
+  EXPECT_NE(random.output.find("FAIL  perplexity"), std::string::npos) << random.output;
+  EXPECT_NE(random.output.find("does not read this text as language"), std::string::npos) << random.output;
+  // The trained default model (KJV only) still predicts English far better than chance.
+  G4RunResult trained = RunG4("doctor --model " + WithChatTemplate(AssetsDir() + "/models/default", "doctor_trained"));
+  EXPECT_NE(trained.output.find("OK    perplexity"), std::string::npos) << trained.output;
+  // No template shipped: skipped, and --no-perplexity skips it.
+  G4RunResult plain = RunG4("doctor --no-perplexity --model " + AssetsDir() + "/models/default");
+  EXPECT_NE(plain.output.find("SKIP  perplexity     skipped (--no-perplexity)"), std::string::npos) << plain.output;
 }
 
 }  // namespace

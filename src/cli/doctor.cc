@@ -25,6 +25,7 @@
 #include "model/random_prompt.h"
 #include "reference/reference.h"
 #include "runtime/generate.h"
+#include "runtime/perplexity.h"
 #include "runtime/sampler.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -414,13 +415,86 @@ void CheckForward(const std::string& dir, const ModelPlan& plan, WeightType quan
     r.Add(Level::kOk, "forward", what);
 }
 
+// --- perplexity inside the turn format ------------------------------------------------------------
+
+// Plain English prose (written for this check), scored as the model's answer to "Continue the
+// text." in its own chat template: what an instruction-tuned model is trained to do.
+constexpr const char* kDoctorText =
+    "Bread is one of the oldest prepared foods. Flour is mixed with water and a little salt, and "
+    "yeast is added so that the dough rises. The dough is kneaded until it is smooth, left in a warm "
+    "place for an hour or two, shaped into loaves and baked in a hot oven. When the bread is done, "
+    "the crust is brown and the loaf sounds hollow when it is tapped on the bottom. Many families "
+    "still bake their own bread at home, and every country has its own kinds of loaves.";
+
+// Guessing uniformly is a perplexity of `vocab`: a model above it predicts worse than no model at
+// all, which trained weights read through the right tokenizer and template never do (the KJV-only
+// default model reads this modern prose at ~33,000 of 262,144). An instruction-tuned Gemma-4 scores
+// about 18 on prose inside its turns (field reports, issue 25): past 1B effective parameters a
+// perplexity above 200 (10x that) is suspect as well.
+void CheckChatPerplexity(const std::string& dir, const ModelPlan& plan, WeightType quant, Report& r) {
+  auto tmpl = ChatTemplate::Load(dir);
+  if (!tmpl.ok() || tmpl->source() == ChatTemplateSource::kBuiltIn) {
+    r.Add(Level::kSkip, "perplexity", "no chat template shipped: the turn-format perplexity check needs the model's own");
+    return;
+  }
+  auto tokenizer = LoadModelTokenizer(dir);
+  if (!tokenizer.ok()) {
+    r.Add(Level::kSkip, "perplexity", "not run: the tokenizer does not load");
+    return;
+  }
+  ChatTemplateRequest request;
+  request.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "Continue the text."}}});
+  auto prompt = tmpl->Render(request);
+  if (!prompt.ok()) {
+    r.Add(Level::kFail, "perplexity", Str("the chat template does not render a user turn: ", prompt.status().message()));
+    return;
+  }
+  const std::vector<int> prefix = (*tokenizer)->Encode(*prompt), text = (*tokenizer)->Encode(kDoctorText);
+  const int ctx = static_cast<int>(prefix.size() + text.size());
+  auto windows = PlanPerplexityWindows(prefix, text, ctx, 0);
+  ModelOptions options;
+  options.load.quant = quant;
+  auto model = windows.ok() ? LoadModel(dir, options) : Result<std::unique_ptr<Model>>(windows.status());
+  if (!model.ok()) {
+    r.Add(Level::kFail, "perplexity", Str("not run: ", model.status().message()));
+    return;
+  }
+  PerplexityAccumulator acc;
+  std::vector<double> lp;
+  const Status scored = ScorePerplexityWindows(**model, *windows, 64, [&](const ScoredRow& row) {
+    LogSoftmax(row.logits, plan.vocab, lp);
+    acc.Add(lp[row.target]);
+    return OkStatus();
+  });
+  if (!scored.ok()) {
+    r.Add(Level::kFail, "perplexity", Str("the forward pass failed: ", scored.message()));
+    return;
+  }
+  const double ppl = acc.Perplexity();
+  const double params = static_cast<double>(CountParameters(plan).effective);
+  const std::string what = Str("perplexity ", std::round(ppl * 10) / 10, " on ", acc.count(),
+                               " tokens of plain English as the model's turn (", WeightTypeName(quant), ")");
+  if (!std::isfinite(ppl) || ppl > plan.vocab)
+    r.Add(Level::kFail, "perplexity", Str(what, ": worse than guessing uniformly among all ", plan.vocab, " tokens. The "
+                                          "model does not read this text as language: check the tokenizer, the chat "
+                                          "template, the weights and the --quant format"));
+  else if (params >= 1e9 && ppl > 200)
+    r.Add(Level::kWarn, "perplexity", Str(what, ": far above the ~18 instruction-tuned Gemma-4 models score on such text "
+                                          "inside their turns; suspect the template, tokenizer or format"));
+  else
+    r.Add(Level::kOk, "perplexity", what);
+}
+
 int RunDoctor(int argc, char** argv) {
   CLI::App app{"Check a checkpoint in seconds: tokenizer, config vs tensors, layer_scalar, NaN/Inf, chat template, "
                "memory, one forward against the reference",
                "g4 doctor"};
   std::string model_dir = DefaultModelPath(), quant_text = "bf16";
   int ctx = 8192;
+  bool no_perplexity = false;
   app.add_option("--model", model_dir, "model directory (Hugging Face layout) or packed artifact");
+  app.add_flag("--no-perplexity", no_perplexity, "skip the perplexity check (one ~130-token prefill: seconds on "
+               "small models, a minute or more for a full-size bf16 12B on few cores)");
   app.add_option("--ctx", ctx, "context length to plan memory for");
   app.add_option("--quant", quant_text, "weight format to plan for: bf16, q8, q4")->check(CLI::IsMember({"bf16", "q8", "q4"}));
   CLI11_PARSE(app, argc, argv);
@@ -478,6 +552,10 @@ int RunDoctor(int argc, char** argv) {
       CheckForward(model_dir, *plan, quant, r);
     else
       r.Add(Level::kSkip, "forward", "not run: fix the FAIL findings above first");
+    if (no_perplexity)
+      r.Add(Level::kSkip, "perplexity", "skipped (--no-perplexity)");
+    else if (plan.ok() && tensors_ok)
+      CheckChatPerplexity(model_dir, *plan, quant, r);
   }
   const int fails = r.Count(Level::kFail), warns = r.Count(Level::kWarn);
   std::printf("summary: %d FAIL, %d WARN, %d OK\n", fails, warns, r.Count(Level::kOk));
