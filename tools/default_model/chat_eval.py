@@ -3,7 +3,8 @@
 greedy answers, in float32, to questions rendered in the Gemma-4 turn format.
 
 usage: /usr/bin/python3 tools/default_model/chat_eval.py [--out build/default_model] [--per-kind 60]
-For each kind of question (chat.py) and for held-out / trained questions it prints how many
+For each kind of question (chat.py; "/focus": verses of the FOCUS chapters, which the model
+recites well, "/other": the rest) and for held-out / trained questions it prints how many
 answers end their turn with <turn|> (id 106) within --max-new tokens, and how many answers are
 exactly right. Held-out questions are about verses no chat sample was trained on (the verses
 themselves are in the raw-text corpus).
@@ -100,13 +101,14 @@ def main():
     t0 = time.time()
     for name in ("held_out", "trained"):
         qs = []
-        for kind in ("ref", "continue", "book"):
-            pool = [q for q in split[name] if q["kind"] == kind]
+        for kind, focus in (("ref", True), ("continue", True), ("continue", False), ("book", None)):
+            pool = [dict(q, kind=q["kind"] + {True: "/focus", False: "/other", None: ""}[focus])
+                    for q in split[name] if q["kind"] == kind and focus in (None, q["focus"])]
             qs += rng.sample(pool, min(args.per_kind, len(pool)))
         rows = evaluate(greedy, qs, args.max_new, export.decode)
         report[name] = {"summary": summary(rows), "examples": rows[:: max(1, len(rows) // 12)]}
         for kind, s in report[name]["summary"].items():
-            print(f"{name:9s} {kind:9s} n={s['n']:3d} ended with <turn|>: {s['ended']:3d} "
+            print(f"{name:9s} {kind:15s} n={s['n']:3d} ended with <turn|>: {s['ended']:3d} "
                   f"({100 * s['ended'] / s['n']:.0f}%)  exact answer: {s['correct']:3d} "
                   f"({100 * s['correct'] / s['n']:.0f}%)", flush=True)
     for r in report["held_out"]["examples"]:

@@ -45,6 +45,7 @@ CHAT_DEMOS = [
     ["Continue: The LORD is my shepherd;"],
     ["Which book says 'In the beginning was the Word'?"],
     ["Quote Psalm 23:1."],
+    ["Quote John 1:1."],
     ["What does Genesis 1:1 say?", "Which book says 'In the beginning was the Word'?",
      "Continue: I will lift up mine eyes unto the hills,"],
 ]
