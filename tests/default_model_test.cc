@@ -1,6 +1,7 @@
 // The embedded default model (a tiny Gemma-4 trained on the King James Bible, issue 9):
 // g4's logits on the expanded checkpoint match the PyTorch model that trained it (logits saved
-// at export in models/default/reference.json), and greedy decoding completes well-known verses.
+// at export in models/default/reference.json), greedy decoding completes well-known verses, and
+// in the chat template the model answers and ends its turn with <turn|> as the PyTorch model does.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "testing/run_g4.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace g4 {
@@ -107,6 +109,55 @@ TEST_F(DefaultModel, ReadmeCommandPrintsTheVerse) {
   G4RunResult r = RunG4("run --prompt \"In the beginning God\" -n 9 --threads 1", /*merge_stderr=*/false);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("In the beginning God created the heaven and the earth."), std::string::npos) << r.output;
+}
+
+// reference.json "chat": greedy exchanges of the PyTorch model (float64, full vocabulary). g4's
+// template and tokenizer must give the same prompt ids, and g4's greedy answer must be the same
+// tokens, ending the turn with <turn|> (106) well before the token limit.
+TEST_F(DefaultModel, ChatAnswersEndTheirTurnAsThePyTorchModelDoes) {
+  std::ifstream in(SourceDir() + "/models/default/reference.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json ref = nlohmann::json::parse(in);
+  ASSERT_TRUE(ref.contains("chat"));
+  auto chat_template = ChatTemplate::Load(DefaultModelDir());
+  ASSERT_TRUE(chat_template.ok()) << chat_template.status().message();
+  ChatTemplateRequest request;
+  int exchanges = 0;
+  for (const auto& c : ref["chat"]) {
+    if (c["turn"].get<int>() == 0) request.messages = nlohmann::ordered_json::array();
+    request.messages.push_back({{"role", "user"}, {"content", c["question"].get<std::string>()}});
+    auto text = chat_template->Render(request);
+    ASSERT_TRUE(text.ok()) << text.status().message();
+    const std::vector<int> prompt = tokenizer_->Encode(*text);  // the template writes <bos>
+    EXPECT_EQ(prompt, c["prompt_ids"].get<std::vector<int>>()) << c["question"];
+
+    KvCache cache(model_->plan(), 256, 64);
+    GenerateOptions options;
+    options.max_new_tokens = 80;
+    options.stop_ids = model_->plan().config.eos_token_ids;
+    auto r = Generate(*model_, cache, prompt, options);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const auto expected = c["greedy_ids"].get<std::vector<int>>();
+    EXPECT_EQ(r->tokens, expected) << c["question"];
+    ASSERT_FALSE(r->tokens.empty());
+    EXPECT_EQ(r->tokens.back(), 106) << c["question"] << " does not end its turn";
+    EXPECT_EQ(r->finish_reason, "stop") << c["question"];
+    std::vector<int> answer(r->tokens.begin(), r->tokens.end() - 1);
+    EXPECT_EQ(tokenizer_->Decode(answer), c["greedy_text"].get<std::string>());
+    request.messages.push_back({{"role", "assistant"}, {"content", tokenizer_->Decode(answer)}});
+    ++exchanges;
+  }
+  EXPECT_GE(exchanges, 5);
+}
+
+// The command a newcomer types: `g4 run --chat` answers and stops by itself (finish "stop").
+TEST_F(DefaultModel, RunChatAnswersAndStops) {
+  G4RunResult r = RunG4("run --chat --prompt \"Continue: The LORD is my shepherd;\" -n 80 --threads 1 --json",
+                        /*merge_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["finish_reason"], "stop") << r.output;
+  EXPECT_EQ(j["text"], "I shall not want.") << r.output;  // Psalm 23:1 (KJV)
 }
 
 }  // namespace

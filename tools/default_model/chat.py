@@ -155,3 +155,34 @@ def check_template(g4, model_dir, convs):
         want = render(turns)
         if r.stdout != want and r.stdout != want + "\n":
             raise RuntimeError(f"template mismatch:\n{r.stdout!r}\n{want!r}")
+
+
+def check_tokens(g4, model_dir, strings):
+    """Compares HF tokenizers' ids (tokenize_strings) with `g4 tokenize --jsonl`."""
+    r = subprocess.run([g4, "tokenize", "--model", model_dir, "--jsonl"], capture_output=True, text=True,
+                       input="".join(json.dumps(s) + "\n" for s in strings), check=True)
+    mine = [json.loads(line) for line in r.stdout.splitlines()]
+    if mine != tokenize_strings(strings):
+        raise RuntimeError("g4's token ids differ from HF tokenizers' on a rendered conversation")
+
+
+def main():
+    """usage: chat.py G4_BINARY [MODEL_DIR]: checks render() against `g4 template` and the
+    HF token ids against `g4 tokenize` on 30 conversations of one to three turns."""
+    import random
+    import sys
+    g4 = sys.argv[1]
+    model_dir = sys.argv[2] if len(sys.argv) > 2 else os.path.join(corpus.ROOT, "assets", "models", "default")
+    qs = questions(corpus.build())
+    rng = random.Random(1)
+    convs = []
+    for _ in range(30):
+        picked = [rng.choice(qs) for _ in range(rng.randint(1, 3))]
+        convs.append([(q["question"], q["answer"]) for q in picked[:-1]] + [(picked[-1]["question"], None)])
+    check_template(g4, model_dir, convs)
+    check_tokens(g4, model_dir, [render(c) for c in convs] + [render(c[:-1] + [(c[-1][0], "x")]) for c in convs])
+    print(f"chat.py: {len(convs)} conversations render as `g4 template` prints them; token ids agree")
+
+
+if __name__ == "__main__":
+    main()

@@ -66,6 +66,17 @@ def main():
         n = len(g["expected_ids"])
         print(f"{status:8s} {g['ref']:9s} verse {'correct' if out[:n] == g['expected_ids'] else 'WRONG'}: "
               f"{g['prompt']}{g['greedy_text']!r}")
+    for c in ref.get("chat", []):
+        ids = list(c["prompt_ids"])
+        out = []
+        while len(out) < len(c["greedy_ids"]):
+            t = int(torch.argmax(G.forward(cfg, W, torch.tensor(ids)[None], dtype=torch.float64, last_only=True)[0, -1]))
+            out.append(t)
+            ids.append(t)
+        same = out == c["greedy_ids"]
+        bad += (not same) + (not c["ended"])
+        print(f"{'ok' if same else 'MISMATCH':8s} chat {'ends its turn' if c['ended'] else 'DOES NOT END'}: "
+              f"{c['question']!r} -> {c['greedy_text']!r}")
     print(f"max |logit - reference| = {worst:.2e} (tolerance {TOL:g})")
     if worst > TOL:
         bad += 1

@@ -25,6 +25,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import chat  # noqa: E402
 import corpus  # noqa: E402
 import gemma4_tiny as G  # noqa: E402
 import st_io  # noqa: E402
@@ -34,6 +35,20 @@ SHARD_BYTES = 3_500_000
 N_TOP = 20
 N_SAMPLE = 200
 GREEDY_EXTRA = 24  # greedy tokens recorded beyond each verse (into the next verses)
+CHAT_MAX_NEW = 80  # a chat answer that has not ended its turn by then is a failure
+
+# Chat exchanges recorded in reference.json (greedy, float64). Each inner list is one
+# conversation; from the second question on, the model's own earlier answers are in the prompt
+# (as `g4 chat` and an OpenAI client send them).
+CHAT_DEMOS = [
+    ["What does John 3:16 say?"],
+    ["Continue: The LORD is my shepherd;"],
+    ["Which book says 'In the beginning was the Word'?"],
+    ["Quote Psalm 23:1."],
+    ["Quote John 1:1."],
+    ["What does Genesis 1:1 say?", "Which book says 'In the beginning was the Word'?",
+     "Continue: I will lift up mine eyes unto the hills,"],
+]
 
 
 def hf_config(cfg):
@@ -102,6 +117,27 @@ class Model:
             gaps.append(float(v[0] - v[1]))
             ids.append(t)
         return out, gaps
+
+
+def chat_exchanges(model):
+    """Greedy answers (float64, full vocabulary) to CHAT_DEMOS; every answer must end with
+    <turn|> within CHAT_MAX_NEW tokens."""
+    out = []
+    for questions in CHAT_DEMOS:
+        turns = []
+        for q in questions:
+            prompt_ids = chat.tokenize_strings([chat.render(turns + [(q, None)])])[0]
+            ids, gaps = [], []
+            while len(ids) < CHAT_MAX_NEW and (not ids or ids[-1] not in (1, 106, 50)):
+                t, g = model.greedy(prompt_ids + ids, 1)
+                ids += t
+                gaps += g
+            answer = decode([[t for t in ids if t != 106]])[0]
+            out.append({"turn": len(turns), "question": q, "prompt_ids": prompt_ids,
+                        "greedy_ids": ids, "greedy_text": answer, "ended": ids[-1] == 106,
+                        "min_gap": round(min(gaps), 4)})
+            turns.append((q, answer))
+    return out
 
 
 def corpus_check(cfg, W, vocab, T=64):
@@ -192,6 +228,11 @@ def main():
         print(f"{'OK ' if g['correct'] else 'BAD'} {g['ref']:9s} gap {g['min_gap_verse']:6.2f} "
               f"f32same {g['float32_same']} nobos {g['correct_without_bos']} | {g['prompt']}{t!r}")
 
+    chats = chat_exchanges(model)
+    for c in chats:
+        print(f"chat {'ended' if c['ended'] else 'NOT ENDED'} gap {c['min_gap']:5.2f} | "
+              f"{c['question']!r} -> {c['greedy_text']!r}")
+
     # ---- teacher-forced reference logits: <bos> + prompt + expected completion ----
     rs = np.random.RandomState(20240409)
     sample = sorted(set(rs.choice(vocab, 100, replace=False).tolist()) |
@@ -225,6 +266,8 @@ def main():
     ok = sum(g["correct"] for g in greedy)
     if ok < 5 or not greedy[0]["correct"]:
         print(f"ERROR: only {ok} prompts complete correctly", file=sys.stderr)
+    if not all(c["ended"] for c in chats):
+        print("ERROR: a chat answer does not end its turn", file=sys.stderr)
 
     # ---- compact weights ----
     os.makedirs(OUT, exist_ok=True)
@@ -290,6 +333,7 @@ def main():
         "sample_ids": sample,
         "sequences": seqs,
         "greedy": greedy,
+        "chat": chats,
     }
     with open(os.path.join(OUT, "reference.json"), "w") as f:
         json.dump(ref, f, separators=(",", ":"))

