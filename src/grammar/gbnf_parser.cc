@@ -128,12 +128,15 @@ class Parser {
         have_last = true;
         seq->push_back(b_.CodePoints({{0, 0x10FFFF}}, Str(current_, "_any")));
       } else if (c == '(') {
+        if (++nesting_ > limits_.max_nesting)
+          return Fail(Str("parentheses nested deeper than ", limits_.max_nesting));
         ++pos_;
         SkipSpace(true);
         const int group = HelperRule(current_);
         if (!ParseAlternatives(group, true)) return false;
         if (Peek() != ')') return Fail("expected ')'");
         ++pos_;
+        --nesting_;
         last_start = seq->size();
         have_last = true;
         seq->push_back(b_.Ref(group));
@@ -340,6 +343,7 @@ class Parser {
   std::map<std::string, size_t> defined_, first_use_;
   std::string current_;
   int helpers_ = 0;
+  int nesting_ = 0;
   long elements_ = 0;
 };
 

@@ -22,6 +22,7 @@ namespace g4::grammar {
 struct GbnfLimits {
   int max_repetition = 10000;     // largest m or n in {m,n}
   int max_elements = 1 << 21;     // elements of the expanded grammar
+  int max_nesting = 256;          // parentheses inside parentheses
 };
 
 // Errors say where: "line 3, column 14: expected '::='".

@@ -24,26 +24,32 @@ int Automaton::InternNode(int pos, int parent) {
 }
 
 void Automaton::Expand(int pos, int parent) {
-  const Element& e = g_.elements[pos];
-  if (e.kind == Element::kEnd) {
-    if (parent < 0) {
-      scratch_end_ = true;
-      return;
+  // An explicit work list, not recursion: a long chain of rules must not exhaust the stack.
+  work_.clear();
+  work_.push_back({pos, parent});
+  while (!work_.empty()) {
+    auto [p, par] = work_.back();
+    work_.pop_back();
+    const Element& e = g_.elements[p];
+    if (e.kind == Element::kEnd) {
+      if (par < 0) {
+        scratch_end_ = true;
+      } else {
+        work_.push_back({nodes_[par].pos, nodes_[par].parent});  // the caller goes on
+      }
+      continue;
     }
-    const Node p = nodes_[parent];
-    Expand(p.pos, p.parent);
-    return;
+    const int node = InternNode(p, par);
+    if (visited_[node] == stamp_) continue;  // this frame was already expanded in this step
+    visited_[node] = stamp_;
+    if (e.kind == Element::kBytes) {
+      scratch_.push_back(node);
+      continue;
+    }
+    // A reference: continue after it (nothing to push in tail position), enter each alternative.
+    const int cont = g_.elements[p + 1].kind == Element::kEnd ? par : InternNode(p + 1, par);
+    for (int alt : g_.rule_alternatives[e.value]) work_.push_back({alt, cont});
   }
-  const int node = InternNode(pos, parent);
-  if (visited_[node] == stamp_) return;  // this frame was already expanded in this step
-  visited_[node] = stamp_;
-  if (e.kind == Element::kBytes) {
-    scratch_.push_back(node);
-    return;
-  }
-  // A reference: continue after it (nothing to push in tail position), enter each alternative.
-  const int cont = g_.elements[pos + 1].kind == Element::kEnd ? parent : InternNode(pos + 1, parent);
-  for (int alt : g_.rule_alternatives[e.value]) Expand(alt, cont);
 }
 
 int Automaton::InternState() {

@@ -69,6 +69,7 @@ class Automaton {
   // Expansion scratch.
   std::vector<int> scratch_;
   bool scratch_end_ = false;
+  std::vector<Node> work_;         // Expand's work list
   std::vector<uint32_t> visited_;  // per node: stamp of the last expansion that saw it
   uint32_t stamp_ = 0;
 };
