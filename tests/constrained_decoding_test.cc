@@ -186,6 +186,26 @@ TEST_F(ConstrainedGeneration, GreedyAndSampledOutputsAreCompleteValidJson) {
   EXPECT_GE(stopped, 6);
 }
 
+TEST_F(ConstrainedGeneration, AllAllowedTokensSuppressedIsAnErrorNotAnInvalidToken) {
+  ASSERT_NE(model_, nullptr);
+  auto trie = TinyTrie(model_->plan().vocab, 1);
+  auto g = grammar::ParseGbnf("root ::= \"a\"\n");
+  ASSERT_TRUE(g.ok());
+  for (float temperature : {0.0f, 1.0f}) {
+    TokenConstraint c(trie, std::make_shared<Automaton>(std::move(g).value()));
+    g = grammar::ParseGbnf("root ::= \"a\"\n");
+    KvCache cache(model_->plan(), 64, 64);
+    GenerateOptions go;
+    go.max_new_tokens = 4;
+    go.constraint = &c;
+    go.sampling.temperature = temperature;
+    go.sampling.suppress_tokens = {2 + 'a'};  // the only token the grammar allows
+    auto r = Generate(*model_, cache, {2, 3}, go);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message(), "every token the grammar allows here has probability 0 (suppressed)");
+  }
+}
+
 TEST_F(ConstrainedGeneration, SchedulerRowsAreConstrainedAndUnsatisfiableEndsWithLength) {
   ASSERT_NE(model_, nullptr);
   const int eos = 1;

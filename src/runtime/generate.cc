@@ -58,8 +58,10 @@ Result<GenerateResult> Generate(Model& model, KvCache& cache, const std::vector<
     // so is its callback's decision to stop, or the other ranks would wait in the next Forward.
     Communicator* comm = model.communicator();
     if (comm) comm->Broadcast(&token, sizeof token, 0);
+    if (constraint && !constraint->Accept(token))  // every allowed token had probability 0
+      return Status::Error("every token the grammar allows here has probability 0 (suppressed)");
     result.tokens.push_back(token);
-    const bool grammar_done = constraint && constraint->Accept(token) && constraint->IsFinished();
+    const bool grammar_done = constraint && constraint->IsFinished();
     const bool is_stop = !options.ignore_eos && std::find(options.stop_ids.begin(),
                                                           options.stop_ids.end(), token) !=
                                                     options.stop_ids.end();

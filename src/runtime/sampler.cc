@@ -102,6 +102,9 @@ int Sampler::Sample(float* logits, const std::vector<int>& history, const uint64
       if (std::isfinite(last_logits_[i])) idx.push_back(i);
     std::sort(idx.begin(), idx.end(), [&](int a, int b) { return last_logits_[a] > last_logits_[b]; });
   }
+  // Nothing finite left (every allowed token suppressed): the argmax, which the caller can
+  // recognise as not allowed, rather than a draw from an empty set.
+  if (idx.empty()) return best;
   std::vector<double>& probs = probs_;
   probs.resize(idx.size());
   double total = 0;

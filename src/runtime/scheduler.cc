@@ -382,12 +382,17 @@ void Scheduler::Step() {
       Finish(slot, "error", "the grammar allows no token here (the vocabulary cannot spell what it expects)");
       continue;
     }
+    // The mask allowed the token, so the grammar accepts it, unless every allowed token had
+    // probability 0 (all suppressed) and the sampler fell back to another one.
+    if (slot.request.constraint && !slot.request.constraint->Accept(info.token)) {
+      Finish(slot, "error", "every token the grammar allows here has probability 0 (suppressed)");
+      continue;
+    }
     if (slot.generated.empty()) slot.first_token = sampled_at;
     slot.generated.push_back(info.token);
-    // The mask allowed the token, so the grammar accepts it; once it is complete with nothing
-    // left to add, the sequence ends ("stop") without waiting for an end token.
-    const bool grammar_done = slot.request.constraint && slot.request.constraint->Accept(info.token) &&
-                              slot.request.constraint->IsFinished();
+    // Once the grammar is complete with nothing left to add, the sequence ends ("stop") without
+    // waiting for an end token.
+    const bool grammar_done = slot.request.constraint && slot.request.constraint->IsFinished();
     const bool keep_going = !slot.request.on_token || slot.request.on_token(info);
     const auto& stops = slot.request.stop_ids;
     if (!keep_going || grammar_done || std::find(stops.begin(), stops.end(), info.token) != stops.end()) {
