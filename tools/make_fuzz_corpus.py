@@ -170,4 +170,25 @@ put("responses_request_fuzz", "chained", json.dumps({
     "previous_response_id": "resp_1", "input": [{"type": "function_call_output", "call_id": "c1", "output": "r"}],
     "text": {"format": {"type": "json_schema", "name": "n", "schema": {"type": "object"}}}, "store": False},
     separators=(",", ":")))
+# GBNF grammars (the `grammar` field); after a NUL, bytes to run the recogniser over.
+put("gbnf_fuzz", "json", r'''root ::= object
+value ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9]+)? ws
+ws ::= | " " | "\n" [ \t]{0,20}
+''' + "\0" + '{"a": [1, "x\\n"]}')
+put("gbnf_fuzz", "small", 'root ::= ("yes" | "no") "," [0-9]{2} [^a-z]? . # comment\n\0no,42!')
+put("gbnf_fuzz", "unicode", 'root ::= [\\u00e0-\\u00ff]+ "\\x41" [^\\U0001F600]* x\nx ::= "é"*\n\0\u00e9A')
+# JSON schemas (response_format json_schema).
+put("json_schema_fuzz", "object", json.dumps({
+    "type": "object", "properties": {"name": {"type": "string", "maxLength": 5},
+    "age": {"type": "integer", "minimum": 0, "maximum": 130}, "when": {"type": "string", "format": "date-time"},
+    "tags": {"type": "array", "items": {"enum": ["a", 1, None]}, "minItems": 1, "maxItems": 3},
+    "kind": {"anyOf": [{"type": "null"}, {"const": "x"}]}}, "required": ["name"], "additionalProperties": False}))
+put("json_schema_fuzz", "refs", json.dumps({
+    "$defs": {"node": {"type": "object", "properties": {"v": {"type": ["integer", "null"]},
+    "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}}, "$ref": "#/$defs/node"}))
+put("json_schema_fuzz", "any", json.dumps({"type": "object", "additionalProperties": {"type": "number", "minimum": 0}}))
 print("seed corpora written to", corpus)

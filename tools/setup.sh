@@ -58,6 +58,12 @@ if [ ! -f "$assets/npm/node_modules/openai/package.json" ]; then
   (cd "$assets/npm" && { [ -f package.json ] || npm init -y >/dev/null; } &&
      npm install --silent --no-audit --no-fund openai@7.59.0 >/dev/null)
 fi
+# ajv (a JSON-schema validator) and its formats, the independent check of structured outputs
+# (tests/server/structured_output_test.mjs).
+if [ ! -f "$assets/npm/node_modules/ajv-formats/package.json" ]; then
+  (cd "$assets/npm" && { [ -f package.json ] || npm init -y >/dev/null; } &&
+     npm install --silent --no-audit --no-fund ajv@8.20.0 ajv-formats@3.0.1 >/dev/null)
+fi
 # The embedded default model (needs the tokenizer above).
 G4_ASSETS="$assets" bash "$root/tools/make_default_model.sh"
 echo "setup: assets ready in $assets"

@@ -50,22 +50,30 @@ Result<GenerateResult> Generate(Model& model, KvCache& cache, const std::vector<
       options.max_new_tokens, 0, cache.max_context() - cache.n_past() + 1)));
   std::vector<BatchRow> rows(1);
   for (int step = 0; step < options.max_new_tokens; ++step) {
-    int token = sampler.Sample(logits.data(), result.tokens);
+    grammar::TokenConstraint* constraint = options.constraint;
+    if (constraint && constraint->IsStuck())
+      return Status::Error("the grammar allows no token here (the vocabulary cannot spell what it expects)");
+    int token = sampler.Sample(logits.data(), result.tokens, constraint ? constraint->Mask() : nullptr);
     // Tensor parallel: rank 0's choice is everyone's (an unseeded sampler differs per rank), and
     // so is its callback's decision to stop, or the other ranks would wait in the next Forward.
     Communicator* comm = model.communicator();
     if (comm) comm->Broadcast(&token, sizeof token, 0);
+    if (constraint && !constraint->Accept(token))  // every allowed token had probability 0
+      return Status::Error("every token the grammar allows here has probability 0 (suppressed)");
     result.tokens.push_back(token);
+    const bool grammar_done = constraint && constraint->IsFinished();
     const bool is_stop = !options.ignore_eos && std::find(options.stop_ids.begin(),
                                                           options.stop_ids.end(), token) !=
                                                     options.stop_ids.end();
+    // 0: cancelled, 1: go on, 2: the grammar is done (rank 0's grammar decides for all ranks).
     int keep_going = on_token ? on_token(token) : 1;
+    if (keep_going && grammar_done) keep_going = 2;
     if (comm) comm->Broadcast(&keep_going, sizeof keep_going, 0);
     if (!keep_going) {
       result.finish_reason = "cancelled";
       break;
     }
-    if (is_stop) {
+    if (is_stop || keep_going == 2) {
       result.finish_reason = "stop";
       break;
     }

@@ -9,6 +9,7 @@
 #include "base/status.h"
 #include "model/forward.h"
 #include "model/kv_cache.h"
+#include "grammar/token_mask.h"
 #include "runtime/sampler.h"
 
 namespace g4 {
@@ -19,6 +20,9 @@ struct GenerateOptions {
   std::vector<int> stop_ids;  // usually the model's eos ids
   bool ignore_eos = false;
   int prefill_chunk = 64;     // rows per prefill call; must be <= the cache's max_chunk
+  // Constrained output: tokens come from its mask; generation ends ("stop") once the grammar is
+  // complete with nothing left to add. Not owned; advanced in place.
+  grammar::TokenConstraint* constraint = nullptr;
 };
 
 struct GenerateResult {

@@ -10,13 +10,28 @@ namespace g4 {
 
 void ApplySoftcapInPlace(float* logits, int n, float softcap) { Softcap(logits, n, softcap); }
 
+void ApplyTokenMask(float* logits, int n, const uint64_t* allowed) {
+  for (int w = 0; w * 64 < n; ++w) {
+    const uint64_t bits = allowed[w];
+    if (bits == ~uint64_t{0}) continue;
+    const int end = std::min(n, (w + 1) * 64);
+    for (int i = w * 64; i < end; ++i)
+      if (!((bits >> (i & 63)) & 1)) logits[i] = -INFINITY;
+  }
+}
+
+void TokenMaskOf(const std::vector<int>& ids, int vocab, std::vector<uint64_t>* bits) {
+  bits->assign((static_cast<size_t>(vocab) + 63) / 64, 0);
+  for (int id : ids)
+    if (id >= 0 && id < vocab) (*bits)[id >> 6] |= uint64_t{1} << (id & 63);
+}
+
 Sampler::Sampler(const SamplingParams& params, float softcap, int vocab)
     : params_(params), softcap_(softcap), vocab_(vocab) {
   rng_.seed(params.has_seed ? params.seed : std::random_device{}());
 }
 
-void Sampler::Prepare(float* logits, const std::vector<int>& history,
-                      const std::vector<int>& only) {
+void Sampler::Prepare(float* logits, const std::vector<int>& history, const uint64_t* allowed) {
   Softcap(logits, vocab_, softcap_);
   for (const auto& [id, bias] : params_.logit_bias)
     if (id >= 0 && id < vocab_) logits[id] += bias;
@@ -39,24 +54,22 @@ void Sampler::Prepare(float* logits, const std::vector<int>& history,
   }
   for (int id : params_.suppress_tokens)
     if (id >= 0 && id < vocab_) logits[id] = -INFINITY;
-  if (!only.empty()) {
-    // After the softcap, which would map -inf to a finite -softcap.
-    kept_.clear();
-    for (int id : only)
-      if (id >= 0 && id < vocab_) kept_.emplace_back(id, logits[id]);
-    std::fill(logits, logits + vocab_, -INFINITY);
-    for (const auto& [id, value] : kept_) logits[id] = value;
-  }
+  // After the softcap, which would map -inf to a finite -softcap.
+  if (allowed) ApplyTokenMask(logits, vocab_, allowed);
 }
 
-int Sampler::Sample(float* logits, const std::vector<int>& history, const std::vector<int>& only) {
-  const bool plain_greedy = params_.greedy() && only.empty() && params_.logit_bias.empty() &&
+int Sampler::Sample(float* logits, const std::vector<int>& history, const uint64_t* allowed) {
+  const bool plain_greedy = params_.greedy() && params_.logit_bias.empty() &&
                             params_.repetition_penalty == 1.0f &&
                             params_.presence_penalty == 0.0f && params_.frequency_penalty == 0.0f;
   if (plain_greedy) {
     for (int id : params_.suppress_tokens)
       if (id >= 0 && id < vocab_) logits[id] = -INFINITY;
+    // Masking the raw logits picks the same argmax as masking softcapped ones (monotonic).
+    greedy_masked_ = allowed != nullptr;
+    if (allowed) ApplyTokenMask(logits, vocab_, allowed);
     int best = static_cast<int>(ArgMax(logits, vocab_));
+    if (allowed) greedy_allowed_.assign(allowed, allowed + (vocab_ + 63) / 64);
     // Keep the raw logits; the softcapped, normalised distribution is computed only if logprobs
     // are asked for (a softcap + exp pass over 262k logits costs ms per row, per step).
     last_logits_.assign(logits, logits + vocab_);
@@ -64,7 +77,7 @@ int Sampler::Sample(float* logits, const std::vector<int>& history, const std::v
     return best;
   }
   norm_pending_ = false;
-  Prepare(logits, history, only);
+  Prepare(logits, history, allowed);
   const float temp = params_.greedy() ? 1.0f : params_.temperature;
   last_logits_.resize(vocab_);
   for (int i = 0; i < vocab_; ++i) last_logits_[i] = logits[i] / temp;
@@ -105,6 +118,9 @@ size_t Sampler::Filter(double mx) {
       if (std::isfinite(last_logits_[i])) idx.push_back(i);
     std::sort(idx.begin(), idx.end(), [&](int a, int b) { return last_logits_[a] > last_logits_[b]; });
   }
+  // Nothing finite left (every allowed token suppressed): the argmax, which the caller can
+  // recognise as not allowed, rather than a draw from an empty set.
+  if (idx.empty()) return best;
   std::vector<double>& probs = probs_;
   probs.resize(idx.size());
   double total = 0;
@@ -131,16 +147,16 @@ size_t Sampler::Filter(double mx) {
 }
 
 void Sampler::Distribution(float* logits, const std::vector<int>& history, TokenDistribution* out,
-                           const std::vector<int>& only) {
+                           const uint64_t* allowed) {
   out->ids.clear();
   out->probs.clear();
   if (params_.greedy()) {
-    out->ids.push_back(Sample(logits, history, only));
+    out->ids.push_back(Sample(logits, history, allowed));
     out->probs.push_back(1.0);
     return;
   }
   norm_pending_ = false;
-  Prepare(logits, history, only);
+  Prepare(logits, history, allowed);
   last_logits_.resize(vocab_);
   for (int i = 0; i < vocab_; ++i) last_logits_[i] = logits[i] / params_.temperature;
   const int best = static_cast<int>(ArgMax(last_logits_.data(), vocab_));
@@ -187,6 +203,9 @@ void Sampler::Normalize() const {
   if (!norm_pending_) return;
   norm_pending_ = false;
   Softcap(last_logits_.data(), vocab_, softcap_);
+  for (int id : params_.suppress_tokens)
+    if (id >= 0 && id < vocab_) last_logits_[id] = -INFINITY;
+  if (greedy_masked_) ApplyTokenMask(last_logits_.data(), vocab_, greedy_allowed_.data());
   const int best = static_cast<int>(ArgMax(last_logits_.data(), vocab_));
   double mx = last_logits_[best], sum = 0;
   for (float l : last_logits_) sum += std::exp(l - mx);

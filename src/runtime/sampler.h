@@ -40,15 +40,17 @@ class Sampler {
 
   // `logits` (raw, pre-softcap) is modified in place. `history` holds the tokens the penalties
   // look at (the generated ones, like OpenAI; pass the prompt too for HF semantics).
-  // `only`, when non-empty, restricts the choice to those token ids (constrained output, e.g. a
-  // forced tool call): every other token gets probability 0, after softcap and penalties.
-  int Sample(float* logits, const std::vector<int>& history, const std::vector<int>& only = {});
+  // `allowed`, when given, restricts the choice to the tokens whose bit is set (bit id%64 of word
+  // id/64; constrained output: a grammar's mask, a forced tool call's next tokens): every other
+  // token gets probability 0, after softcap, penalties and logit_bias, greedy or sampled. The
+  // mask is copied only if logprobs are asked for later, so it must live until Sample returns.
+  int Sample(float* logits, const std::vector<int>& history, const uint64_t* allowed = nullptr);
 
   // The distribution Sample() draws from for these logits (softcap, processors, temperature,
   // top-k/top-p/min-p), without drawing; `logits` is modified in place. Greedy modes give the
   // argmax with probability 1.
   void Distribution(float* logits, const std::vector<int>& history, TokenDistribution* out,
-                    const std::vector<int>& only = {});
+                    const uint64_t* allowed = nullptr);
   // A uniform draw in [0, 1) from this sampler's generator (speculative sampling's accept test).
   double Uniform();
   // One draw from `dist` with this sampler's generator.
@@ -63,7 +65,7 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
 
  private:
-  void Prepare(float* logits, const std::vector<int>& history, const std::vector<int>& only);
+  void Prepare(float* logits, const std::vector<int>& history, const uint64_t* allowed);
   // After Prepare and temperature: fills candidates_ / probs_ (unnormalised, by logit) and
   // returns how many top-k/top-p/min-p keep; `mx` is the largest logit.
   size_t Filter(double mx);
@@ -81,10 +83,16 @@ class Sampler {
   // Candidate ids by logit and their weights: kept across calls so sampling does not allocate.
   std::vector<int> candidates_;
   std::vector<double> probs_;
-  std::vector<int> token_counts_;            // [vocab] history counts for the penalties
-  std::vector<std::pair<int, float>> kept_;  // the logits an `only` list keeps
+  std::vector<int> token_counts_;  // [vocab] history counts for the penalties
+  // A plain greedy call's mask, kept for Normalize (the softcap maps -inf to a finite -softcap).
+  std::vector<uint64_t> greedy_allowed_;
+  bool greedy_masked_ = false;
 };
 
 void ApplySoftcapInPlace(float* logits, int n, float softcap);
+// Sets every logit whose bit in `allowed` is clear to -inf.
+void ApplyTokenMask(float* logits, int n, const uint64_t* allowed);
+// The bitmask (vocab bits) allowing exactly `ids`, into `bits` (resized, reused).
+void TokenMaskOf(const std::vector<int>& ids, int vocab, std::vector<uint64_t>* bits);
 
 }  // namespace g4

@@ -268,6 +268,7 @@ void Scheduler::Finish(Slot& slot, const std::string& reason, const std::string&
   slot.request = SequenceRequest{};  // drops the callbacks and whatever they hold
   slot.handle.reset();
   slot.sampler.reset();
+  slot.forced_mask.clear();
   slot.busy = false;
   if (on_done) on_done(result);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -354,8 +355,21 @@ void Scheduler::Step() {
     Slot& slot = *owners[i];
     float* logits = logits_.data() + static_cast<size_t>(i) * vocab;
     TokenInfo& info = infos[i];
-    info.token = slot.sampler->Sample(
-        logits, slot.generated, AllowedNextTokens(slot.request.forced_prefixes, slot.generated));
+    const uint64_t* allowed = nullptr;
+    if (slot.request.constraint) {
+      if (slot.request.constraint->IsStuck()) {
+        info.token = -1;  // no token can continue the grammar: finished below with an error
+        return;
+      }
+      allowed = slot.request.constraint->Mask();
+    } else if (!slot.request.forced_prefixes.empty()) {
+      const std::vector<int> ids = AllowedNextTokens(slot.request.forced_prefixes, slot.generated);
+      if (!ids.empty()) {
+        TokenMaskOf(ids, vocab, &slot.forced_mask);
+        allowed = slot.forced_mask.data();
+      }
+    }
+    info.token = slot.sampler->Sample(logits, slot.generated, allowed);
     if (slot.request.top_logprobs >= 0) {
       info.logprob = slot.sampler->LogProb(info.token);
       if (slot.request.top_logprobs > 0) info.top = slot.sampler->TopLogProbs(slot.request.top_logprobs);
@@ -365,11 +379,24 @@ void Scheduler::Step() {
   for (size_t i = 0; i < owners.size(); ++i) {
     Slot& slot = *owners[i];
     const TokenInfo& info = infos[i];
+    if (info.token < 0) {
+      Finish(slot, "error", "the grammar allows no token here (the vocabulary cannot spell what it expects)");
+      continue;
+    }
+    // The mask allowed the token, so the grammar accepts it, unless every allowed token had
+    // probability 0 (all suppressed) and the sampler fell back to another one.
+    if (slot.request.constraint && !slot.request.constraint->Accept(info.token)) {
+      Finish(slot, "error", "every token the grammar allows here has probability 0 (suppressed)");
+      continue;
+    }
     if (slot.generated.empty()) slot.first_token = sampled_at;
     slot.generated.push_back(info.token);
+    // Once the grammar is complete with nothing left to add, the sequence ends ("stop") without
+    // waiting for an end token.
+    const bool grammar_done = slot.request.constraint && slot.request.constraint->IsFinished();
     const bool keep_going = !slot.request.on_token || slot.request.on_token(info);
     const auto& stops = slot.request.stop_ids;
-    if (!keep_going || std::find(stops.begin(), stops.end(), info.token) != stops.end()) {
+    if (!keep_going || grammar_done || std::find(stops.begin(), stops.end(), info.token) != stops.end()) {
       Finish(slot, "stop");
     } else if (static_cast<int>(slot.generated.size()) >= slot.max_new ||
                slot.cache.n_past() >= slot.cache.max_context()) {

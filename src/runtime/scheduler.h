@@ -25,6 +25,7 @@
 
 #include "model/forward.h"
 #include "model/kv_cache.h"
+#include "grammar/token_mask.h"
 #include "runtime/sampler.h"
 
 namespace g4 {
@@ -61,6 +62,11 @@ struct SequenceRequest {
   // with one of these sequences; tokens that continue none of them are masked out before
   // sampling. Once one is complete, sampling is free.
   std::vector<std::vector<int>> forced_prefixes;
+  // Constrained output (structured outputs, strict tool calls): every token is drawn from the
+  // constraint's mask, and the sequence ends ("stop") once the grammar is complete and nothing
+  // may follow. Owned by this sequence (it holds the recogniser state); takes precedence over
+  // forced_prefixes. Running out of max_new_tokens first gives "length".
+  std::shared_ptr<grammar::TokenConstraint> constraint;
   // Per generated token, on the engine thread. Return false to end the sequence ("stop"),
   // e.g. when a stop string matched.
   std::function<bool(const TokenInfo&)> on_token;
@@ -160,6 +166,7 @@ class Scheduler {
     SequenceRequest request;
     std::shared_ptr<SequenceHandle> handle;
     std::unique_ptr<Sampler> sampler;
+    std::vector<uint64_t> forced_mask;  // the forced prefixes' next tokens as a mask
     Clock::time_point submitted, admitted, first_token, deadline;
     bool has_deadline = false;
     size_t prompt_done = 0;  // prompt tokens already in the cache

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "base/status.h"
+#include "server/response_format.h"
 
 namespace g4 {
 
@@ -336,10 +337,11 @@ bool CheckKnownFields(Reader& r, const json& j, ApiRoute route) {
   static const std::set<std::string> kCommon = {
       "model", "max_tokens", "temperature", "top_k", "top_p", "min_p", "seed", "stop",
       "presence_penalty", "frequency_penalty", "repetition_penalty", "logit_bias", "stream",
-      "stream_options", "n", "user", "timeout", "ignore_eos", "metadata", "store", "service_tier"};
+      "stream_options", "n", "user", "timeout", "ignore_eos", "metadata", "store", "service_tier",
+      "response_format", "grammar"};
   static const std::set<std::string> kChat = {"messages", "max_completion_tokens", "logprobs", "top_logprobs",
                                               "tools", "tool_choice", "parallel_tool_calls", "functions",
-                                              "function_call", "response_format", "chat_template_kwargs",
+                                              "function_call", "chat_template_kwargs",
                                               "reasoning_effort", "add_generation_prompt"};
   static const std::set<std::string> kCompletion = {"prompt", "logprobs", "echo", "best_of", "suffix"};
   static const std::set<std::string> kGenerate = {"prompt", "max_new_tokens", "raw"};
@@ -431,14 +433,6 @@ bool ParseChatFields(Reader& r, ApiRequest* out) {
   if (r.Has("top_logprobs") && !out->logprobs)
     return r.Fail("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   out->top_logprobs = static_cast<int>(top);
-  if (r.Has("response_format")) {
-    const json& f = r.Get("response_format");
-    if (!f.is_object() || !f.contains("type") || !f["type"].is_string())
-      return r.Fail("response_format", "'response_format' must be an object with a 'type'");
-    if (f["type"] != "text")
-      return r.Fail("response_format", Str("response_format type '", f["type"].get<std::string>(),
-                                           "' is not supported (no constrained decoding); only 'text'"));
-  }
   if (r.Has("chat_template_kwargs")) {
     const json& k = r.Get("chat_template_kwargs");
     if (!k.is_object()) return r.Fail("chat_template_kwargs", "'chat_template_kwargs' must be an object");
@@ -504,6 +498,28 @@ bool ParseCompletionFields(Reader& r, ApiRequest* out) {
   return true;
 }
 
+// response_format / grammar -> output_grammar. The schema is read from the body re-parsed with its
+// key order kept: properties come out in the schema's order.
+bool ParseOutputGrammar(Reader& r, const std::string& body, ApiRequest* out) {
+  if (r.Has("grammar")) {
+    if (!r.Get("grammar").is_string()) return r.Fail("grammar", "'grammar' must be a string (GBNF)");
+    auto g = CheckedGbnf(r.Get("grammar").get<std::string>());
+    if (!g.ok()) return r.Fail("grammar", "'grammar': " + g.status().message());
+    out->output_grammar = *g;
+  }
+  if (r.Has("response_format")) {
+    const auto ordered = nlohmann::ordered_json::parse(body, nullptr, false);
+    auto g = ResponseFormatGrammar(ordered["response_format"]);
+    if (!g.ok()) return r.Fail("response_format", "'response_format' " + g.status().message());
+    if (!g->empty() && !out->output_grammar.empty())
+      return r.Fail("response_format", "give 'response_format' or 'grammar', not both");
+    if (!g->empty()) out->output_grammar = *g;
+  }
+  if (!out->output_grammar.empty() && out->tool_call_forced)
+    return r.Fail("tool_choice", "a forced tool call cannot be combined with 'response_format' or 'grammar'");
+  return true;
+}
+
 }  // namespace
 
 bool ParseApiRequest(ApiRoute route, const std::string& body, const ApiLimits& limits, ApiRequest* out,
@@ -528,6 +544,7 @@ bool ParseApiRequest(ApiRoute route, const std::string& body, const ApiLimits& l
   if (route == ApiRoute::kGenerate && !r.Bool("raw", &out->raw)) return false;
   if (route == ApiRoute::kGenerate)
     out->chat_template.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", out->prompt_text}}});
+  if ((r.Has("response_format") || r.Has("grammar")) && !ParseOutputGrammar(r, body, out)) return false;
   return true;
 }
 

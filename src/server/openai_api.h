@@ -61,6 +61,10 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;
   double timeout_seconds = 0;  // 0: the server default
+  // Structured output: the GBNF grammar (grammar/gbnf_parser.h) every generated token must keep
+  // the output inside, from `response_format` (json_object / json_schema) or `grammar`; the
+  // output ends when it is complete. Empty: free text. Already checked (it parses).
+  std::string output_grammar;
 };
 
 // What the parser needs to know about the model and server.

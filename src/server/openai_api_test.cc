@@ -29,6 +29,29 @@ void ExpectError(ApiRoute route, const std::string& body, const std::string& par
               j["error"].contains("code"));
 }
 
+TEST(OpenAiApi, ResponseFormatAndGrammarBecomeTheOutputGrammar) {
+  const std::string m = R"("model":"m","messages":[{"role":"user","content":"hi"}])";
+  ApiRequest r;
+  ApiError e;
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kChat, "{" + m + R"(,"response_format":{"type":"text"}})", Limits(), &r, &e));
+  EXPECT_TRUE(r.output_grammar.empty());
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kChat, "{" + m + R"(,"response_format":{"type":"json_object"}})", Limits(), &r, &e));
+  EXPECT_NE(r.output_grammar.find("root ::= object"), std::string::npos);
+  // Properties keep the request's order (z before a), though the body's parse sorts keys.
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kCompletion, R"({"prompt":"p","response_format":{"type":"json_schema",
+      "json_schema":{"name":"n","strict":true,"schema":{"type":"object","properties":{"z":{"type":"string"},
+      "a":{"type":"integer"}},"required":["z","a"],"additionalProperties":false}}}})", Limits(), &r, &e)) << e.message;
+  EXPECT_NE(r.output_grammar.find(R"("\"z\"" ":" string "," "\"a\"" ":" integer)"), std::string::npos) << r.output_grammar;
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kCompletion, R"({"prompt":"p","grammar":"root ::= [a-z]+\n"})", Limits(), &r, &e));
+  EXPECT_EQ(r.output_grammar, "root ::= [a-z]+\n");
+  EXPECT_FALSE(ParseApiRequest(ApiRoute::kChat, "{" + m + R"(,"response_format":{"type":"json_schema","json_schema":
+      {"name":"n","schema":{"type":"object","properties":{"s":{"type":"string","pattern":"^a"}}}}}})", Limits(), &r, &e));
+  EXPECT_EQ(e.param, "response_format");
+  EXPECT_EQ(e.message, "'response_format' json_schema.schema #/properties/s: unsupported JSON-schema keyword 'pattern'");
+  EXPECT_FALSE(ParseApiRequest(ApiRoute::kChat, "{" + m + R"(,"grammar":"root ::= x\n"})", Limits(), &r, &e));
+  EXPECT_EQ(e.message, "'grammar': line 1, column 10: undefined rule 'x'");
+}
+
 TEST(OpenAiApi, ChatFieldsAreRead) {
   ApiRequest r;
   ApiError e;
@@ -153,7 +176,12 @@ TEST(OpenAiApi, BadRequestsNameTheField) {
   ExpectError(ApiRoute::kChat, "{" + m + R"(,"repetition_penalty":0})", "repetition_penalty");
   ExpectError(ApiRoute::kChat, "{" + m + R"(,"logit_bias":{"abc":1}})", "logit_bias");
   ExpectError(ApiRoute::kChat, "{" + m + R"(,"logit_bias":{"5000":1}})", "logit_bias");
-  ExpectError(ApiRoute::kChat, "{" + m + R"(,"response_format":{"type":"json_object"}})", "response_format");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"response_format":{"type":"xml"}})", "response_format");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x"}}})",
+              "response_format");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"grammar":"root ::= \"a"})", "grammar");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"grammar":"root ::= \"a\"","response_format":{"type":"json_object"}})",
+              "response_format");
   ExpectError(ApiRoute::kChat, "{" + m + R"(,"tool_choice":"required"})", "tool_choice");
   ExpectError(ApiRoute::kChat, "{" + m + R"(,"tools":[{"type":"function"}]})", "tools");
   ExpectError(ApiRoute::kChat, "{" + m + R"(,"functions":[]})", "functions");

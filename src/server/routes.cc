@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "base/status.h"
+#include "grammar/gbnf_parser.h"
+#include "grammar/token_mask.h"
 #include "server/exchange.h"
 #include "server/http_transport.h"
 #include "server/openai_response.h"
@@ -55,6 +57,25 @@ std::vector<std::vector<int>> ForcedCallPrefixes(const Tokenizer& tok, const Api
     prefixes.push_back(
         tok.Encode("<|tool_call>call:" + t["function"]["name"].get<std::string>() + "{", false));
   return prefixes;
+}
+
+// The vocabulary as byte strings for token masks, built once per server (a few hundred ms for
+// 262k tokens). Special tokens are never produced by a grammar; the end-of-sequence ids end a
+// complete output.
+std::shared_ptr<const grammar::TokenTrie> TokenTrieFor(ServerState& s, ServingEngine& engine) {
+  std::lock_guard<std::mutex> lock(s.token_trie_mutex);
+  if (!s.token_trie) {
+    const Tokenizer& tok = engine.tokenizer();
+    const int vocab = engine.info().vocab;
+    std::vector<std::string> bytes(vocab);
+    std::vector<char> eligible(vocab, 0);
+    for (int id = 0; id < vocab; ++id) {
+      bytes[id] = tok.TokenBytes(id);
+      eligible[id] = tok.InRange(id) && !tok.IsSpecial(id);
+    }
+    s.token_trie = std::make_shared<grammar::TokenTrie>(bytes, eligible, engine.info().eos_token_ids);
+  }
+  return s.token_trie;
 }
 
 // Tokenizes the request into prompt ids, or fails with a 400.
@@ -132,6 +153,15 @@ bool BuildSequence(ServerState& s, ServingEngine& engine, const ApiRequest& r, s
                           "invalid_request_error", "", by_max_tokens ? "max_tokens" : "messages");
     return false;
   }
+  if (!r.output_grammar.empty()) {
+    auto g = grammar::ParseGbnf(r.output_grammar);  // checked when the request was parsed
+    if (!g.ok()) {
+      *error = MakeApiError(400, g.status().message(), "invalid_request_error", "", "response_format");
+      return false;
+    }
+    seq->constraint = std::make_shared<grammar::TokenConstraint>(
+        TokenTrieFor(s, engine), std::make_shared<grammar::Automaton>(std::move(g).value()));
+  }
   seq->sampling = r.sampling;
   seq->stop_ids = ex->stop_ids;
   seq->top_logprobs = r.logprobs ? r.top_logprobs : -1;
@@ -192,6 +222,13 @@ void HandleGeneration(ServerState& s, ApiRoute route, const httplib::Request& re
   if (!BuildPrompt(s, engine, r, &prompt, &in_thought, &error)) {
     s.metrics.CountError(error.code.empty() ? "invalid_request" : error.code);
     return SendError(res, error);
+  }
+  if (in_thought && !r.output_grammar.empty()) {
+    // The grammar constrains the whole output, which would then be read as the thought.
+    s.metrics.CountError("invalid_request");
+    return SendError(res, MakeApiError(400, "structured output ('response_format' or 'grammar') needs thinking "
+                                            "off: the prompt opens a thought channel",
+                                       "invalid_request_error", "", "response_format"));
   }
   std::shared_ptr<Exchange> ex = NewExchange(s, engine, r, req.path, in_thought);
   SequenceRequest seq;

@@ -5,8 +5,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
+#include "grammar/token_mask.h"
 #include "runtime/serving_engine.h"
 #include "server/metrics.h"
 #include "server/openai_api.h"
@@ -29,8 +31,11 @@ struct ServerState {
   Metrics metrics;
   std::atomic<int> in_flight{0};  // requests being handled, and streams until their last byte
   std::atomic<uint64_t> next_request{1};
-  std::string id_salt;
-  ResponseStore responses;  // /v1/responses: previous_response_id, GET and DELETE  // random per process, so ids do not repeat across restarts
+  std::string id_salt;  // random per process, so ids do not repeat across restarts
+  // The vocabulary trie for constrained decoding, built on the first request that needs it.
+  std::mutex token_trie_mutex;
+  std::shared_ptr<const grammar::TokenTrie> token_trie;
+  ResponseStore responses;  // /v1/responses: previous_response_id, GET and DELETE
 };
 
 }  // namespace g4

@@ -58,6 +58,12 @@ class Tokenizer {
   // token's decoded text ("▁" -> " ") otherwise.
   int ByteValue(int id) const { return InRange(id) ? byte_value_[id] : -1; }
   std::string_view DecodedPiece(int id) const;
+  // The bytes token `id` adds to decoded text (a byte token's byte, else its decoded piece);
+  // what constrained decoding matches a token against. Empty if no such id.
+  std::string TokenBytes(int id) const {
+    const int b = ByteValue(id);
+    return b >= 0 ? std::string(1, static_cast<char>(b)) : std::string(DecodedPiece(id));
+  }
   bool InRange(int id) const { return id >= 0 && id < vocab_size() && has_piece_[id]; }
 
   // Implementation types (public so that the .cc's helpers can name them).

@@ -259,7 +259,7 @@ test('errors: unsupported and invalid fields are 400 with an OpenAI error object
   await expectError(client.chat.completions.create({ model: 'm', messages: user('x'), temperature: -1 }), 400, /temperature/, 'temperature');
   await expectError(client.chat.completions.create({ model: 'm', messages: user('x'), max_tokens: -5 }), 400, /max_tokens/, 'max_tokens');
   await expectError(client.chat.completions.create({ model: 'm', messages: [] }), 400, /messages/, 'messages');
-  await expectError(client.chat.completions.create({ model: 'm', messages: user('x'), response_format: { type: 'json_object' } }), 400, /response_format/);
+  await expectError(client.chat.completions.create({ model: 'm', messages: user('x'), response_format: { type: 'xml' } }), 400, /response_format/);
   await expectError(client.chat.completions.create({ model: 'm', messages: user('x'), tool_choice: 'required' }), 400, /required/, 'tool_choice');
   await expectError(client.chat.completions.create({ model: 'm', messages: user('x'), tool_choice: { type: 'function', function: { name: 'g' } }, tools: [{ type: 'function', function: { name: 'f' } }] }), 400, /'g'.*not in 'tools'/, 'tool_choice');
   await expectError(client.chat.completions.create({ model: 'm', messages: user('x'), max_tokens: 3, tool_choice: { type: 'function', function: { name: 'f' } }, tools: [{ type: 'function', function: { name: 'f' } }] }), 400, /forced tool call needs more than/, 'max_tokens');

@@ -1,0 +1,27 @@
+// Fuzzes the JSON-schema compiler (src/grammar/json_schema.h): any bytes as a response_format
+// schema must compile or give an error; a schema that compiles must give a grammar that parses
+// (the compiler's output is never a bad grammar), and the recogniser runs over a short probe.
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string_view>
+
+#include "grammar/gbnf_parser.h"
+#include "grammar/json_schema.h"
+#include "grammar/recognizer.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  auto gbnf = g4::grammar::JsonSchemaTextToGbnf(text);
+  if (!gbnf.ok()) {
+    if (gbnf.status().message().empty()) std::abort();
+    return 0;
+  }
+  auto g = g4::grammar::ParseGbnf(*gbnf);
+  if (!g.ok()) std::abort();  // the compiler wrote a grammar its own parser refuses
+  g4::grammar::Recognizer r(std::make_shared<g4::grammar::Automaton>(std::move(g).value()));
+  for (char c : std::string_view(R"({"a":[1,"x",true,null,{"b":-2.5e3}],"c":"2024-01-31"})")) {
+    if (!r.Accept(static_cast<uint8_t>(c))) break;
+  }
+  return 0;
+}

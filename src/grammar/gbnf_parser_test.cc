@@ -1,0 +1,216 @@
+// The GBNF parser and the recogniser, against an independent oracle: random regular grammars
+// are written both as GBNF and as an ECMAScript regex (std::regex), and random strings (sampled
+// from the grammar, then mutated) must be accepted by one exactly when the other matches.
+#include "grammar/gbnf_parser.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+#include <regex>
+
+#include "grammar/recognizer.h"
+
+namespace g4::grammar {
+namespace {
+
+bool Matches(const std::string& gbnf, const std::string& input) {
+  auto g = ParseGbnf(gbnf);
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  if (!g.ok()) return false;
+  Recognizer r(std::make_shared<Automaton>(std::move(g).value()));
+  return r.AcceptAll(input) && r.IsComplete();
+}
+
+std::string ErrorOf(const std::string& gbnf) {
+  auto g = ParseGbnf(gbnf);
+  return g.ok() ? "" : g.status().message();
+}
+
+TEST(GbnfParser, BasicsAndComments) {
+  const std::string g = R"(# greeting
+root ::= greeting " " name   # trailing comment
+greeting ::= "hello" | "hi"
+name ::= [A-Z] [a-z]* ( "-" [A-Z] [a-z]* )?
+)";
+  EXPECT_TRUE(Matches(g, "hello Ann"));
+  EXPECT_TRUE(Matches(g, "hi Ann-Marie"));
+  EXPECT_FALSE(Matches(g, "hi ann"));
+  EXPECT_FALSE(Matches(g, "hello Ann-"));
+  EXPECT_FALSE(Matches(g, "hello"));
+}
+
+TEST(GbnfParser, Repetitions) {
+  const std::string g = "root ::= \"a\"{2,3} \"b\"{2} \"c\"{1,} \"d\"?\n";
+  EXPECT_TRUE(Matches(g, "aabbc"));
+  EXPECT_TRUE(Matches(g, "aaabbcccd"));
+  EXPECT_FALSE(Matches(g, "abbc"));
+  EXPECT_FALSE(Matches(g, "aaaabbc"));
+  EXPECT_FALSE(Matches(g, "aabbbc"));
+  EXPECT_FALSE(Matches(g, "aabb"));
+  EXPECT_TRUE(Matches("root ::= (\"ab\" | \"c\")*\n", ""));
+  EXPECT_TRUE(Matches("root ::= (\"ab\" | \"c\")*\n", "abcab"));
+  EXPECT_FALSE(Matches("root ::= (\"ab\" | \"c\")*\n", "abca"));
+  EXPECT_TRUE(Matches("root ::= \"ab\"+\n", "ababab"));  // repetition applies to the whole literal
+}
+
+TEST(GbnfParser, ClassesEscapesAndUtf8) {
+  EXPECT_TRUE(Matches("root ::= [^\"\\\\]+\n", "abc"));
+  EXPECT_FALSE(Matches("root ::= [^\"\\\\]+\n", "a\"c"));
+  EXPECT_TRUE(Matches("root ::= [^a]\n", "\xC3\xA9"));       // é: one character, two bytes
+  EXPECT_FALSE(Matches("root ::= [^a]\n", "\xC3\xA9\xC3\xA9"));
+  EXPECT_FALSE(Matches("root ::= [^a]\n", "\xED\xA0\x80"));  // a surrogate is not UTF-8
+  EXPECT_TRUE(Matches("root ::= [\\u00e0-\\u00ff] \"\\x41\" \"\\n\"\n", "\xC3\xA9" "A\n"));
+  EXPECT_TRUE(Matches("root ::= \"日本\" .\n", "日本語"));
+  EXPECT_TRUE(Matches("root ::= . . .\n", "a\xF0\x9F\x98\x80z"));  // an emoji is one '.'
+  EXPECT_TRUE(Matches("root ::= [a-c-]+\n", "a-c"));
+}
+
+TEST(GbnfParser, MultilineRulesAndRecursion) {
+  const std::string g = R"(root ::= value
+value ::= "[" (
+    value ("," value)*
+  )? "]" | [0-9]
+)";
+  EXPECT_TRUE(Matches(g, "[[1,[]],2]"));
+  EXPECT_FALSE(Matches(g, "[[1,]]"));
+  EXPECT_FALSE(Matches(g, "[[1]"));
+}
+
+TEST(GbnfParser, ErrorsSayWhere) {
+  EXPECT_EQ(ErrorOf("root ::= foo\n"), "line 1, column 10: undefined rule 'foo'");
+  EXPECT_EQ(ErrorOf("root ::= \"a\"\nroot ::= \"b\"\n"), "line 2, column 1: rule 'root' is defined twice");
+  EXPECT_EQ(ErrorOf("root = \"a\"\n"), "line 1, column 6: expected '::='");
+  EXPECT_EQ(ErrorOf("root ::= \"abc\n"), "line 1, column 14: unterminated string literal");
+  EXPECT_EQ(ErrorOf("root ::= [a-\n"), "line 1, column 13: unterminated character class");
+  EXPECT_EQ(ErrorOf("root ::= ( \"a\" \n"), "line 2, column 1: expected ')'");
+  EXPECT_EQ(ErrorOf("root ::= \"a\" )\n"), "line 1, column 14: unexpected ')'");
+  EXPECT_EQ(ErrorOf("root ::= \"a\"{3,2}\n"), "line 1, column 18: repetition {3,2}: the maximum is below the minimum");
+  EXPECT_EQ(ErrorOf("root ::= \"\\q\"\n"), "line 1, column 12: unknown escape '\\q'");
+  EXPECT_EQ(ErrorOf("root ::= * \"a\"\n"), "line 1, column 10: '*' has nothing to repeat");
+  EXPECT_EQ(ErrorOf("a ::= \"x\"\n"), "the grammar has no 'root' rule");
+  EXPECT_EQ(ErrorOf("root ::= root \"a\" | \"b\"\n"),
+            "rule 'root' is left-recursive (it can reach itself without consuming input)");
+  EXPECT_EQ(ErrorOf("root ::= x \"b\" | \"c\"\nx ::= root?\n"),
+            "rule 'root' is left-recursive (it can reach itself without consuming input)");
+  EXPECT_NE(ErrorOf("root ::= \"a\"{100000}\n"), "");
+  // A tail-position cycle revisits the same frame: allowed (and empty here).
+  EXPECT_EQ(ErrorOf("root ::= x root\nx ::= \"a\"?\n"), "");
+  EXPECT_FALSE(Matches("root ::= x root\nx ::= \"a\"?\n", "a"));
+  EXPECT_TRUE(Matches("root ::= (\"c\"{0,2}){2,} \"d\"\n", "cccd"));
+}
+
+TEST(Recognizer, PrefixesCopyAndUndo) {
+  auto g = ParseGbnf("root ::= \"ab\" \"c\"*\n");
+  ASSERT_TRUE(g.ok());
+  Recognizer r(std::make_shared<Automaton>(std::move(g).value()));
+  EXPECT_FALSE(r.IsComplete());
+  EXPECT_TRUE(r.Accept('a'));
+  EXPECT_FALSE(r.Accept('c'));  // rejected: the state is unchanged
+  EXPECT_TRUE(r.Accept('b'));
+  EXPECT_TRUE(r.IsComplete());
+  EXPECT_FALSE(r.IsFinished());  // more c's may follow
+  Recognizer copy = r;
+  EXPECT_TRUE(copy.AcceptAll("ccc"));
+  EXPECT_TRUE(r.IsComplete());
+  copy.Undo(3);
+  EXPECT_EQ(copy.state(), r.state());
+  r.Undo(1);
+  EXPECT_FALSE(r.IsComplete());
+  auto fixed = ParseGbnf("root ::= \"ok\"\n");
+  Recognizer f(std::make_shared<Automaton>(std::move(fixed).value()));
+  EXPECT_TRUE(f.AcceptAll("ok"));
+  EXPECT_TRUE(f.IsFinished());
+}
+
+// --- Random regular grammars against std::regex ---------------------------------------------
+
+struct Gen {
+  std::mt19937 rng;
+  int rules = 0;
+  std::vector<std::string> rule_regex;  // regex of each defined rule (for references)
+  std::vector<std::string> gbnf_rules;
+
+  int Pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); }
+  char Letter() { return "abcxyz-."[Pick(8)]; }
+
+  // An expression as (gbnf, regex).
+  std::pair<std::string, std::string> Expr(int depth) {
+    const int kind = depth <= 0 ? Pick(3) : Pick(7);
+    if (kind == 0) {  // literal
+      std::string lit, re;
+      for (int i = 0, n = 1 + Pick(3); i < n; ++i) {
+        const char c = Letter();
+        lit += c;
+        re += c == '.' || c == '-' ? std::string("\\") + c : std::string(1, c);
+      }
+      return {"\"" + lit + "\"", "(?:" + re + ")"};
+    }
+    if (kind == 1) {  // class
+      const bool neg = Pick(4) == 0;
+      std::string body = Pick(2) ? "a-c" : "xz";
+      if (Pick(2)) body += "y";
+      return {"[" + std::string(neg ? "^" : "") + body + "]",
+              "[" + std::string(neg ? "^" : "") + body + "]"};
+    }
+    if (kind == 2 && !rule_regex.empty()) {
+      const int r = Pick(static_cast<int>(rule_regex.size()));
+      return {"r" + std::to_string(r), "(?:" + rule_regex[r] + ")"};
+    }
+    if (kind <= 3) {  // sequence
+      auto a = Expr(depth - 1), b = Expr(depth - 1);
+      return {a.first + " " + b.first, a.second + b.second};
+    }
+    if (kind == 4) {  // alternation
+      auto a = Expr(depth - 1), b = Expr(depth - 1);
+      return {"(" + a.first + " | " + b.first + ")", "(?:" + a.second + "|" + b.second + ")"};
+    }
+    auto a = Expr(depth - 1);
+    static const char* kOps[] = {"*", "+", "?", "{2}", "{1,3}", "{0,2}", "{2,}"};
+    const std::string op = kOps[Pick(7)];
+    return {"(" + a.first + ")" + op, "(?:" + a.second + ")" + op};
+  }
+};
+
+TEST(GbnfParser, RandomRegularGrammarsMatchStdRegex) {
+  Gen gen{std::mt19937(1234)};
+  int checked = 0, positives = 0;
+  for (int trial = 0; trial < 150; ++trial) {
+    gen.rule_regex.clear();
+    std::string gbnf;
+    for (int r = 0; r < 2; ++r) {
+      auto [g, re] = gen.Expr(2);
+      gbnf += "r" + std::to_string(r) + " ::= " + g + "\n";
+      gen.rule_regex.push_back(re);
+    }
+    auto [g, re] = gen.Expr(3);
+    gbnf += "root ::= " + g + "\n";
+    auto parsed = ParseGbnf(gbnf);
+    ASSERT_TRUE(parsed.ok()) << gbnf << parsed.status().message();
+    auto automaton = std::make_shared<Automaton>(std::move(parsed).value());
+    const std::regex regex(re, std::regex::ECMAScript);
+    // Candidates: random walks that the recogniser allows (likely positives) and random strings.
+    for (int s = 0; s < 40; ++s) {
+      std::string input;
+      Recognizer r(automaton);
+      const int len = gen.Pick(10);
+      for (int i = 0; i < len; ++i) {
+        const char c = "abcxyz-.q"[gen.Pick(9)];
+        if (s % 2 == 0) {
+          if (!r.Accept(c)) continue;  // follow the grammar
+        }
+        input += c;
+      }
+      Recognizer check(automaton);
+      const bool ours = check.AcceptAll(input) && check.IsComplete();
+      const bool theirs = std::regex_match(input, regex);
+      ASSERT_EQ(ours, theirs) << "grammar:\n" << gbnf << "regex: " << re << "\ninput: '" << input << "'";
+      ++checked;
+      positives += theirs;
+    }
+  }
+  EXPECT_GT(positives, checked / 10);
+}
+
+}  // namespace
+}  // namespace g4::grammar

@@ -1,0 +1,114 @@
+// A byte-level recogniser for a Grammar (grammar.h), run as a lazily built automaton.
+//
+// A parse position is a stack of "where to continue" frames; as in a pushdown recogniser, the
+// top frame always points at a byte set (rule references are expanded into every alternative
+// when a frame is pushed, and a finished alternative pops to its caller; a reference in tail
+// position pushes nothing, so right recursion like `star ::= x star | ` runs in constant depth).
+// Frames are hash-consed (one node per (position, parent)), so a stack is one node id and a set
+// of stacks is a sorted list of ids. Each distinct set is interned as a *state*, and transitions
+// state x byte -> state are memoised in a table: after warm-up, accepting a byte is one array
+// read, and copying or undoing a recogniser is copying an int.
+//
+// Not thread-safe: one Automaton belongs to one request (or one thread) at a time.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/grammar.h"
+
+namespace g4::grammar {
+
+class Automaton {
+ public:
+  static constexpr int kDead = -1;
+
+  explicit Automaton(Grammar grammar);
+
+  int start() const { return start_; }
+  // The state after `byte`, or kDead if the grammar does not allow it.
+  int Next(int state, uint8_t byte) {
+    const int t = trans_[state][byte];
+    return t != kUnknown ? t : Compute(state, byte);
+  }
+  // The state after all of `bytes`, or kDead.
+  int Walk(int state, std::string_view bytes);
+  // The input so far is a complete sentence of the grammar.
+  bool CanEnd(int state) const { return state >= 0 && can_end_[state]; }
+  // Complete, and no further byte is possible.
+  bool Finished(int state) const { return state >= 0 && can_end_[state] && state_tops_[state].empty(); }
+
+  const Grammar& grammar() const { return g_; }
+  size_t states() const { return state_tops_.size(); }
+  size_t nodes() const { return nodes_.size(); }
+
+ private:
+  static constexpr int kUnknown = -2;
+  struct Node {
+    int pos;     // element index the frame continues at (a byte set or a rule reference)
+    int parent;  // node to continue with after this frame's alternative ends; -1: the root
+  };
+
+  int Compute(int state, uint8_t byte);
+  int InternNode(int pos, int parent);
+  void Expand(int pos, int parent);  // adds the tops reachable from (pos, parent) to scratch_
+  int InternState();                 // the state for scratch_ (sorted, deduplicated)
+
+  Grammar g_;
+  std::vector<Node> nodes_;
+  std::unordered_map<uint64_t, int> node_ids_;
+  std::vector<std::vector<int>> state_tops_;
+  std::vector<char> can_end_;
+  std::vector<std::array<int, 256>> trans_;
+  std::unordered_map<uint64_t, std::vector<int>> state_ids_;  // hash of tops -> candidate states
+  int start_ = kDead;
+  // Expansion scratch.
+  std::vector<int> scratch_;
+  bool scratch_end_ = false;
+  std::vector<Node> work_;         // Expand's work list
+  std::vector<uint32_t> visited_;  // per node: stamp of the last expansion that saw it
+  uint32_t stamp_ = 0;
+};
+
+// A cursor over an Automaton: accept bytes one by one, ask if complete, copy or roll back.
+class Recognizer {
+ public:
+  explicit Recognizer(std::shared_ptr<Automaton> automaton)
+      : automaton_(std::move(automaton)), state_(automaton_->start()) {}
+
+  // False (and nothing changes) if the grammar does not allow `byte` here.
+  bool Accept(uint8_t byte) {
+    const int next = automaton_->Next(state_, byte);
+    if (next == Automaton::kDead) return false;
+    history_.push_back(state_);
+    state_ = next;
+    return true;
+  }
+  bool AcceptAll(std::string_view bytes) {
+    for (char c : bytes)
+      if (!Accept(static_cast<uint8_t>(c))) return false;
+    return true;
+  }
+  bool IsComplete() const { return automaton_->CanEnd(state_); }
+  bool IsFinished() const { return automaton_->Finished(state_); }
+  // Undoes the last `n` accepted bytes.
+  void Undo(size_t n) {
+    for (; n > 0 && !history_.empty(); --n) {
+      state_ = history_.back();
+      history_.pop_back();
+    }
+  }
+  size_t accepted() const { return history_.size(); }
+  int state() const { return state_; }
+
+ private:
+  std::shared_ptr<Automaton> automaton_;
+  int state_;
+  std::vector<int> history_;
+};
+
+}  // namespace g4::grammar

@@ -1,0 +1,265 @@
+// Constrained decoding end to end below the server: token masks over the real 262,144-token
+// vocabulary against brute force, and generation on a random-weight tiny model (greedy and
+// sampled, alone and through the scheduler) whose every output is complete JSON that an
+// independent parser (nlohmann) reads and whose fields hold the schema's promises.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <nlohmann/json.hpp>
+
+#include "grammar/gbnf_parser.h"
+#include "grammar/json_schema.h"
+#include "grammar/token_mask.h"
+#include "model/loader.h"
+#include "runtime/generate.h"
+#include "runtime/scheduler.h"
+#include "testing/checkpoints.h"
+#include "tokenizer/tokenizer.h"
+
+namespace g4 {
+namespace {
+
+using grammar::Automaton;
+using grammar::TokenConstraint;
+using grammar::TokenTrie;
+
+std::shared_ptr<Automaton> SchemaAutomaton(const std::string& schema) {
+  auto gbnf = grammar::JsonSchemaTextToGbnf(schema);
+  EXPECT_TRUE(gbnf.ok()) << gbnf.status().message();
+  auto g = grammar::ParseGbnf(gbnf.ok() ? *gbnf : "root ::= \"x\"\n");
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  return std::make_shared<Automaton>(std::move(g).value());
+}
+
+const char* kPerson = R"({"type":"object","properties":{
+  "name":{"type":"string","maxLength":12},
+  "age":{"type":"integer","minimum":0,"maximum":130},
+  "email":{"type":"string","format":"email"},
+  "tags":{"type":"array","items":{"enum":["a","b","c"]},"maxItems":3},
+  "ok":{"type":"boolean"}},
+  "required":["name","age","ok"],"additionalProperties":false})";
+
+void CheckPerson(const std::string& text) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << text;
+  ASSERT_TRUE(j.is_object()) << text;
+  ASSERT_TRUE(j.contains("name") && j["name"].is_string()) << text;
+  EXPECT_LE(j["name"].get<std::string>().size(), 12u * 4) << text;
+  ASSERT_TRUE(j.contains("age") && j["age"].is_number_integer()) << text;
+  EXPECT_GE(j["age"].get<int>(), 0);
+  EXPECT_LE(j["age"].get<int>(), 130);
+  ASSERT_TRUE(j.contains("ok") && j["ok"].is_boolean()) << text;
+  if (j.contains("tags")) {
+    ASSERT_TRUE(j["tags"].is_array());
+    EXPECT_LE(j["tags"].size(), 3u);
+  }
+  for (const auto& [k, v] : j.items())
+    EXPECT_TRUE(k == "name" || k == "age" || k == "email" || k == "tags" || k == "ok") << k;
+}
+
+TEST(ConstrainedDecoding, RealVocabularyMasksMatchBruteForce) {
+  auto tok = Tokenizer::Load(TestTokenizerPath());
+  ASSERT_TRUE(tok.ok()) << tok.status().message();
+  const int vocab = (*tok)->vocab_size();
+  std::vector<std::string> bytes(vocab);
+  std::vector<char> eligible(vocab, 0);
+  for (int id = 0; id < vocab; ++id) {
+    bytes[id] = (*tok)->TokenBytes(id);
+    eligible[id] = (*tok)->InRange(id) && !(*tok)->IsSpecial(id);
+  }
+  const int eos = (*tok)->eos_id();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto trie = std::make_shared<TokenTrie>(bytes, eligible, std::vector<int>{eos});
+  const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  auto automaton = SchemaAutomaton(kPerson);
+  // States along a valid output: start, inside a key, inside a string value, after a digit.
+  const std::string out = R"({"name":"Jo Ann","age":42,"ok":true})";
+  int checked = 0;
+  for (size_t prefix : {size_t{0}, size_t{3}, size_t{12}, size_t{23}, out.size()}) {
+    TokenConstraint c(trie, automaton);
+    const int state = automaton->Walk(automaton->start(), out.substr(0, prefix));
+    ASSERT_NE(state, Automaton::kDead) << prefix;
+    // Drive the constraint to that state with single-byte tokens where possible.
+    for (char ch : out.substr(0, prefix)) {
+      auto ids = (*tok)->Encode(std::string(1, ch));
+      ASSERT_EQ(ids.size(), 1u);
+      ASSERT_TRUE(c.Accept(ids[0])) << ch;
+    }
+    const auto m0 = std::chrono::steady_clock::now();
+    const uint64_t* mask = c.Mask();
+    const double mask_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m0).count();
+    int allowed = 0;
+    for (int id = 0; id < vocab; ++id) {
+      const bool bit = (mask[id >> 6] >> (id & 63)) & 1;
+      const bool want = id == eos ? automaton->CanEnd(state)
+                                  : eligible[id] && !bytes[id].empty() &&
+                                        automaton->Walk(state, bytes[id]) != Automaton::kDead;
+      ASSERT_EQ(bit, want) << "prefix " << prefix << " token " << id << " '" << bytes[id] << "'";
+      allowed += bit;
+      ++checked;
+    }
+    std::printf("prefix %2zu: %6d tokens allowed, first mask %.2f ms (trie %zu nodes, built in %.0f ms)\n",
+                prefix, allowed, mask_ms, trie->nodes(), build_ms);
+  }
+  EXPECT_EQ(checked, 5 * vocab);
+}
+
+// The tiny model's 512 ids as a made-up byte vocabulary: 0-1 special (1 ends), 2..257 one byte
+// each, the rest JSON-ish pieces, so random weights wander over many paths.
+std::shared_ptr<TokenTrie> TinyTrie(int vocab, int eos) {
+  std::vector<std::string> bytes(vocab);
+  std::vector<char> eligible(vocab, 1);
+  const char* pieces[] = {"{\"", "\":", "\",\"", "true", "false", "null", "12", "0", "\"}", "ab", "Jo", " ",
+                          "\"a\"", "],", "[", "@x.io", "\\n", "\\u00e9", "é", "日本"};
+  for (int id = 0; id < vocab; ++id) {
+    if (id < 2) {
+      bytes[id] = "<s" + std::to_string(id) + ">";
+      eligible[id] = 0;
+    } else if (id < 258) {
+      bytes[id] = std::string(1, static_cast<char>(id - 2));
+    } else {
+      bytes[id] = pieces[id % (sizeof pieces / sizeof *pieces)];
+      bytes[id] += std::string(id % 3, 'a' + id % 7);
+    }
+  }
+  return std::make_shared<TokenTrie>(bytes, eligible, std::vector<int>{eos});
+}
+
+class ConstrainedGeneration : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
+    ASSERT_FALSE(dir.empty());
+    ModelOptions mo;
+    mo.threads = 1;
+    auto m = LoadModel(dir, mo);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    model_ = std::move(m).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+  static std::string Text(const TokenTrie& trie, const std::vector<int>& tokens) {
+    std::string s;
+    for (int t : tokens)
+      if (!trie.IsEnd(t)) s += trie.bytes(t);
+    return s;
+  }
+  static Model* model_;
+};
+Model* ConstrainedGeneration::model_ = nullptr;
+
+TEST_F(ConstrainedGeneration, GreedyAndSampledOutputsAreCompleteValidJson) {
+  ASSERT_NE(model_, nullptr);
+  const int eos = 1;
+  auto trie = TinyTrie(model_->plan().vocab, eos);
+  auto automaton = SchemaAutomaton(kPerson);
+  int stopped = 0;
+  for (int run = 0; run < 12; ++run) {
+    KvCache cache(model_->plan(), 512, 64);
+    TokenConstraint c(trie, automaton);
+    GenerateOptions go;
+    go.max_new_tokens = 400;
+    go.stop_ids = {eos};
+    go.constraint = &c;
+    if (run > 0) {
+      go.sampling.temperature = 1.0f + 0.1f * run;
+      go.sampling.seed = run;
+      go.sampling.has_seed = true;
+      go.sampling.top_k = run % 3 == 0 ? 40 : 0;
+      go.sampling.logit_bias[258 + run] = 5.0f;
+    }
+    auto r = Generate(*model_, cache, {2, 3 + run, 4}, go);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    const std::string text = Text(*trie, r->tokens);
+    if (r->finish_reason == "stop") {
+      ++stopped;
+      EXPECT_TRUE(c.IsComplete());
+      CheckPerson(text);
+    } else {
+      EXPECT_EQ(r->finish_reason, "length");
+      EXPECT_FALSE(c.IsComplete()) << text;  // never a cut-off output claimed complete
+    }
+  }
+  EXPECT_GE(stopped, 6);
+}
+
+TEST_F(ConstrainedGeneration, AllAllowedTokensSuppressedIsAnErrorNotAnInvalidToken) {
+  ASSERT_NE(model_, nullptr);
+  auto trie = TinyTrie(model_->plan().vocab, 1);
+  auto g = grammar::ParseGbnf("root ::= \"a\"\n");
+  ASSERT_TRUE(g.ok());
+  for (float temperature : {0.0f, 1.0f}) {
+    TokenConstraint c(trie, std::make_shared<Automaton>(std::move(g).value()));
+    g = grammar::ParseGbnf("root ::= \"a\"\n");
+    KvCache cache(model_->plan(), 64, 64);
+    GenerateOptions go;
+    go.max_new_tokens = 4;
+    go.constraint = &c;
+    go.sampling.temperature = temperature;
+    go.sampling.suppress_tokens = {2 + 'a'};  // the only token the grammar allows
+    auto r = Generate(*model_, cache, {2, 3}, go);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message(), "every token the grammar allows here has probability 0 (suppressed)");
+  }
+}
+
+TEST_F(ConstrainedGeneration, SchedulerRowsAreConstrainedAndUnsatisfiableEndsWithLength) {
+  ASSERT_NE(model_, nullptr);
+  const int eos = 1;
+  auto trie = TinyTrie(model_->plan().vocab, eos);
+  SchedulerOptions so;
+  so.parallel = 4;
+  so.context = 512;
+  Scheduler scheduler(*model_, so);
+  struct Out {
+    std::vector<int> tokens;
+    SequenceResult result;
+  };
+  std::vector<std::shared_ptr<std::promise<Out>>> promises;
+  std::vector<std::shared_ptr<TokenConstraint>> constraints;
+  for (int i = 0; i < 6; ++i) {
+    SequenceRequest req;
+    req.prompt = {2, 10 + i, 20 + i};
+    // The last one needs at least 20 array items within 15 tokens: it cannot finish.
+    const bool tight = i == 5;
+    req.max_new_tokens = tight ? 15 : 300;
+    req.stop_ids = {eos};
+    req.sampling.temperature = i % 2 ? 0.0f : 1.3f;
+    req.sampling.seed = i;
+    req.sampling.has_seed = true;
+    req.constraint = std::make_shared<TokenConstraint>(
+        trie, SchemaAutomaton(tight ? R"({"type":"array","items":{"type":"integer"},"minItems":20})" : kPerson));
+    constraints.push_back(req.constraint);
+    auto p = std::make_shared<std::promise<Out>>();
+    auto out = std::make_shared<Out>();
+    req.on_token = [out](const TokenInfo& t) {
+      out->tokens.push_back(t.token);
+      return true;
+    };
+    req.on_done = [out, p](const SequenceResult& r) {
+      out->result = r;
+      p->set_value(*out);
+    };
+    promises.push_back(p);
+    ASSERT_EQ(scheduler.Submit(std::move(req)).admission, Admission::kAccepted);
+  }
+  for (int i = 0; i < 6; ++i) {
+    Out o = promises[i]->get_future().get();
+    const std::string text = Text(*trie, o.tokens);
+    if (i == 5) {
+      EXPECT_EQ(o.result.finish_reason, "length") << text;
+      EXPECT_EQ(o.tokens.size(), 15u);
+      EXPECT_FALSE(constraints[i]->IsComplete());
+    } else if (o.result.finish_reason == "stop") {
+      CheckPerson(text);
+    } else {
+      EXPECT_EQ(o.result.finish_reason, "length") << text;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace g4
