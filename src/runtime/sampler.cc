@@ -88,6 +88,7 @@ int Sampler::Sample(float* logits, const std::vector<int>& history, const uint64
   if (params_.greedy()) return best;
 
   const size_t keep = Filter(mx);
+  if (keep == 0) return best;
   const std::vector<int>& idx = candidates_;
   const std::vector<double>& probs = probs_;
   double kept = 0;
@@ -118,9 +119,9 @@ size_t Sampler::Filter(double mx) {
       if (std::isfinite(last_logits_[i])) idx.push_back(i);
     std::sort(idx.begin(), idx.end(), [&](int a, int b) { return last_logits_[a] > last_logits_[b]; });
   }
-  // Nothing finite left (every allowed token suppressed): the argmax, which the caller can
-  // recognise as not allowed, rather than a draw from an empty set.
-  if (idx.empty()) return best;
+  // Nothing finite left (every allowed token suppressed): nothing is kept; callers fall back to
+  // the argmax, which the caller can recognise as not allowed, rather than draw from an empty set.
+  if (idx.empty()) return 0;
   std::vector<double>& probs = probs_;
   probs.resize(idx.size());
   double total = 0;

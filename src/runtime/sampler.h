@@ -67,7 +67,7 @@ class Sampler {
  private:
   void Prepare(float* logits, const std::vector<int>& history, const uint64_t* allowed);
   // After Prepare and temperature: fills candidates_ / probs_ (unnormalised, by logit) and
-  // returns how many top-k/top-p/min-p keep; `mx` is the largest logit.
+  // returns how many top-k/top-p/min-p keep (0 when no logit is finite); `mx` is the largest logit.
   size_t Filter(double mx);
 
   SamplingParams params_;
