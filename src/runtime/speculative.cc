@@ -99,8 +99,10 @@ Result<GenerateResult> GenerateSpeculative(Model& model, KvCache& cache,
   std::vector<float> logits(static_cast<size_t>(spec.draft_max + 1) * V);
   std::copy(first.begin(), first.end(), logits.begin());
   std::vector<int> context;
-  context.reserve(prompt.size() + room);
-  context = prompt;
+  const size_t earlier = spec.cached ? spec.cached->size() : 0;
+  context.reserve(earlier + prompt.size() + room);
+  if (spec.cached) context = *spec.cached;
+  context.insert(context.end(), prompt.begin(), prompt.end());
   result.tokens.reserve(room + spec.draft_max + 1);
   Draft draft;
   draft.tokens.reserve(static_cast<size_t>(spec.draft_max));
