@@ -85,6 +85,7 @@ Result<GenerateResult> GenerateSpeculative(Model& model, KvCache& cache,
   result.prompt_tokens = static_cast<int>(prompt.size());
   Sampler sampler(options.sampling, static_cast<float>(model.plan().softcap), V);
   Activations act;
+  model.ReserveActivations(act, spec.draft_max + 1, cache.max_context());
   const auto t0 = Clock::now();
   G4_ASSIGN_OR_RETURN(std::vector<float> first,
                       Prefill(model, cache, prompt, options.prefill_chunk, false, act));
