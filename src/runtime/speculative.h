@@ -31,7 +31,7 @@ struct SpeculativeOptions {
 // Scratch for VerifyDrafts, reused across steps.
 struct VerifyScratch {
   TokenDistribution p, residual;
-  std::vector<float> q_dense;  // [vocab]: the drafter's q while a residual is built, else 0
+  std::vector<double> q_dense;  // [vocab]: the drafter's q while a residual is built, else 0
 };
 
 // Decides what the target keeps of `draft`. `logits` holds draft.tokens.size() + 1 rows of the
