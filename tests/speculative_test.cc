@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "model/architecture.h"
 #include "model/loader.h"
 #include "model/pack_writer.h"
 #include "model/random_prompt.h"
@@ -245,6 +246,24 @@ TEST(SpeculativeStops, StopIdInsideAnAcceptedRunEndsThere) {
   EXPECT_EQ(c->finish_reason, "cancelled");
   EXPECT_EQ(c->tokens, std::vector<int>(plain.begin(), plain.begin() + 6));
   EXPECT_EQ(cache.n_past(), static_cast<int64_t>(prompt.size()) + 5);
+}
+
+// The rollback bound at a ring (E2B tiny: window 8; chunk 5 gives rings of 12 slots): after
+// positions up to 39 are written, keys from 28 on are kept, so a query at 35 or later (window
+// from 28) still sees all of its keys and a rollback to 35 or later is safe; 34 would need key 27.
+TEST(SpeculativeRollback, RefusedExactlyWhereARingLostAKeyInTheWindow) {
+  const std::string dir = TinyCheckpoint("e2b", {.vocab = kVocab});
+  auto plan = LoadModelPlan(dir);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(Window(*plan), 8);
+  KvCache cache(*plan, 128, 5);
+  cache.set_n_past(40);
+  EXPECT_FALSE(cache.RollbackTo(34));
+  EXPECT_EQ(cache.n_past(), 40);
+  EXPECT_FALSE(cache.RollbackTo(41));
+  EXPECT_TRUE(cache.RollbackTo(36));  // a verify pass of 5 rows from 35, its first row kept
+  EXPECT_EQ(cache.n_past(), 36);
+  EXPECT_TRUE(cache.RollbackTo(36));
 }
 
 TEST(SpeculativeOptionsCheck, DraftLongerThanTheCacheChunkIsAnError) {

@@ -11,6 +11,7 @@
 #include "cli/cli_util.h"
 #include "cli/command.h"
 #include "cli/sampling_flags.h"
+#include "cli/spec_flags.h"
 #include "io/pack.h"
 #include "model/forward.h"
 #include "model/loader.h"
@@ -50,11 +51,12 @@ class ReplyPrinter {
 // Generates the reply to `fresh` (the cache holds what comes before it) and streams it to the
 // terminal; *raw gets the reply's text as generated.
 Result<GenerateResult> StreamReply(Model& model, KvCache& cache, const std::vector<int>& fresh,
-                                   const GenerateOptions& gen, const Tokenizer& tokenizer, std::string* raw) {
+                                   const GenerateOptions& gen, SpecSetup& spec,
+                                   const Tokenizer& tokenizer, std::string* raw) {
   IncrementalDecoder decoder(tokenizer);
   Gemma4OutputParser parser;
   ReplyPrinter printer;
-  auto result = Generate(model, cache, fresh, gen, [&](int token) {
+  auto result = GenerateWith(spec, model, cache, fresh, gen, [&](int token) {
     std::string piece = decoder.Add(token);
     *raw += piece;
     printer.Show(parser.Push(piece));
@@ -94,7 +96,10 @@ int RunChat(int argc, char** argv) {
   AddSamplingOptions(app, sampling, "top-k when sampling", "top-p when sampling");
   app.add_option("--threads", threads, "threads (0 = all cores)");
   app.add_flag("--thinking", thinking, "enable the model's thinking channel");
+  SpecFlags spec;
+  AddSpecOptions(app, spec);
   CLI11_PARSE(app, argc, argv);
+  if (Status st = CheckSpecFlags(spec); !st.ok()) return Fail("chat", st);
 
   auto tokenizer = LoadModelTokenizer(model_dir);
   if (!tokenizer.ok()) return Fail("chat", tokenizer.status());
@@ -109,8 +114,11 @@ int RunChat(int argc, char** argv) {
   ChatTemplateRequest chat_request;
   if (thinking) chat_request.kwargs["enable_thinking"] = true;
 
-  const int chunk = 64;
+  const int chunk = ChunkFor(spec, 64);
   KvCache cache(plan, ctx, chunk);
+  auto speculative = MakeSpecSetup(spec, **model, ToSamplingParams(sampling, plan.config.suppress_tokens),
+                                   ctx, options, nullptr);
+  if (!speculative.ok()) return Fail("chat", speculative.status());
   std::vector<int> cached;  // the tokens the cache holds, in order
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   if (!system_prompt.empty()) messages.push_back({{"role", "system"}, {"content", system_prompt}});
@@ -159,7 +167,8 @@ int RunChat(int argc, char** argv) {
     gen.prefill_chunk = chunk;
     gen.sampling = ToSamplingParams(sampling, plan.config.suppress_tokens);
     std::string raw;
-    auto result = StreamReply(**model, cache, fresh, gen, **tokenizer, &raw);
+    speculative->options.cached = &cached;  // prompt lookup sees the whole conversation
+    auto result = StreamReply(**model, cache, fresh, gen, *speculative, **tokenizer, &raw);
     if (!result.ok()) {
       std::fprintf(stderr, "\nerror: %s\n", result.status().message().c_str());
       cache.Reset();
@@ -177,6 +186,7 @@ int RunChat(int argc, char** argv) {
     std::fprintf(stderr, "\n[%zu tokens, %.1f tok/s%s]", result->tokens.size(),
                  result->tokens.size() > 1 ? (result->tokens.size() - 1) / std::max(1e-9, result->decode_seconds) : 0.0,
                  result->finish_reason == "length" ? ", cut at the token limit" : "");
+    if (spec.enabled()) std::fprintf(stderr, "\n[spec %s: %s]", spec.spec.c_str(), SpecSummary(*result).c_str());
   }
   std::printf("\n");
   return 0;

@@ -216,15 +216,18 @@ Status Model::CheckRows(const std::vector<BatchRow>& rows) const {
 
 // Sizes every buffer of `act` for these rows before the first step, so decoding allocates nothing.
 void Model::ReserveFor(const std::vector<BatchRow>& rows, Activations& act) const {
-  const ModelWeights& w = *weights_;
-  const int LP = plan_.n_layers() * plan_.ple_dim;
-  act.Reserve(plan_, static_cast<int>(rows.size()), static_cast<int>(rope_configs_.size()),
-              max_rope_pairs_);
-  act.row_bytes.resize(std::max(RowLookupScratchBytes(EmbeddingTable(w, plan_.hidden)),
-                                RowLookupScratchBytes(PleTable(w, LP))));
   int64_t max_context = 0;
   for (const BatchRow& row : rows)
     max_context = std::max<int64_t>(max_context, row.cache->max_context());
+  ReserveActivations(act, static_cast<int>(rows.size()), max_context);
+}
+
+void Model::ReserveActivations(Activations& act, int rows, int64_t max_context) const {
+  const ModelWeights& w = *weights_;
+  const int LP = plan_.n_layers() * plan_.ple_dim;
+  act.Reserve(plan_, rows, static_cast<int>(rope_configs_.size()), max_rope_pairs_);
+  act.row_bytes.resize(std::max(RowLookupScratchBytes(EmbeddingTable(w, plan_.hidden)),
+                                RowLookupScratchBytes(PleTable(w, LP))));
   act.attention.Reserve(pool_->size(), max_heads_q_, max_head_dim_, max_context);
 }
 

@@ -57,6 +57,10 @@ class Model {
   // cache->max_chunk() of them, below its max_context.
   Status Forward(const std::vector<BatchRow>& rows, Activations& act, float* logits);
 
+  // Sizes `act` for calls of up to `rows` rows over caches of up to `max_context` positions, so
+  // that such calls allocate nothing (speculative decoding's verify passes of draft_max + 1 rows).
+  void ReserveActivations(Activations& act, int rows, int64_t max_context) const;
+
   // Tensor parallelism: this model holds one rank's slices (its plan has the rank's heads and
   // widths); partial sums of o_proj and down_proj are all-reduced through `comm`, and the LM
   // head's vocabulary blocks are gathered (or broadcast from rank 0), so every rank gets the

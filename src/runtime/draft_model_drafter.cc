@@ -34,7 +34,9 @@ DraftModelDrafter::DraftModelDrafter(Model& draft, const SamplingParams& samplin
                draft.plan().vocab),
       logits_(draft.plan().vocab) {
   cached_.reserve(static_cast<size_t>(cache_.max_context()));
+  model_.ReserveActivations(act_, cache_.max_chunk(), cache_.max_context());
   rows_.reserve(static_cast<size_t>(cache_.max_chunk()));
+  history_.reserve(static_cast<size_t>(cache_.max_chunk()));
 }
 
 void DraftModelDrafter::Reset() {

@@ -15,7 +15,7 @@ void Residual(const TokenDistribution& p, const TokenDistribution* q, int reject
   s.residual.probs.clear();
   if (q) {
     if (s.q_dense.empty()) return;
-    for (size_t i = 0; i < q->ids.size(); ++i) s.q_dense[q->ids[i]] = static_cast<float>(q->probs[i]);
+    for (size_t i = 0; i < q->ids.size(); ++i) s.q_dense[q->ids[i]] = q->probs[i];
   }
   double total = 0;
   for (size_t i = 0; i < p.ids.size(); ++i) {
@@ -85,6 +85,7 @@ Result<GenerateResult> GenerateSpeculative(Model& model, KvCache& cache,
   result.prompt_tokens = static_cast<int>(prompt.size());
   Sampler sampler(options.sampling, static_cast<float>(model.plan().softcap), V);
   Activations act;
+  model.ReserveActivations(act, spec.draft_max + 1, cache.max_context());
   const auto t0 = Clock::now();
   G4_ASSIGN_OR_RETURN(std::vector<float> first,
                       Prefill(model, cache, prompt, options.prefill_chunk, false, act));
@@ -99,13 +100,15 @@ Result<GenerateResult> GenerateSpeculative(Model& model, KvCache& cache,
   std::vector<float> logits(static_cast<size_t>(spec.draft_max + 1) * V);
   std::copy(first.begin(), first.end(), logits.begin());
   std::vector<int> context;
-  context.reserve(prompt.size() + room);
-  context = prompt;
+  const size_t earlier = spec.cached ? spec.cached->size() : 0;
+  context.reserve(earlier + prompt.size() + room);
+  if (spec.cached) context = *spec.cached;
+  context.insert(context.end(), prompt.begin(), prompt.end());
   result.tokens.reserve(room + spec.draft_max + 1);
   Draft draft;
   draft.tokens.reserve(static_cast<size_t>(spec.draft_max));
   VerifyScratch scratch;
-  if (!options.sampling.greedy()) scratch.q_dense.assign(static_cast<size_t>(V), 0.0f);
+  if (!options.sampling.greedy()) scratch.q_dense.assign(static_cast<size_t>(V), 0.0);
   std::vector<BatchRow> rows;
   rows.reserve(static_cast<size_t>(spec.draft_max + 1));
   Communicator* comm = model.communicator();
@@ -138,6 +141,8 @@ Result<GenerateResult> GenerateSpeculative(Model& model, KvCache& cache,
         std::copy(draft.tokens.begin(), draft.tokens.end(), shared.begin() + 1);
         comm->Broadcast(shared.data(), sizeof(int) * shared.size(), 0);
         draft.tokens.assign(shared.begin() + 1, shared.begin() + 1 + shared[0]);
+        // Rank 0 decides (broadcast below): another rank's q need not match these tokens.
+        if (draft.q.size() != draft.tokens.size()) draft.q.clear();
       }
       rows.clear();
       rows.push_back(BatchRow{context.back(), past, &cache, true});

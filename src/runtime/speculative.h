@@ -23,12 +23,15 @@ struct SpeculativeOptions {
   int draft_max = 4;      // tokens drafted per target pass; must be below the cache's max_chunk
   bool adaptive = false;  // start at draft_max, one fewer after a rejection, one more after a
                           // fully accepted draft (between 1 and draft_max)
+  // The tokens the cache holds before the prompt (a conversation's earlier turns), if known:
+  // drafters then see the whole conversation, not only the new turn.
+  const std::vector<int>* cached = nullptr;
 };
 
 // Scratch for VerifyDrafts, reused across steps.
 struct VerifyScratch {
   TokenDistribution p, residual;
-  std::vector<float> q_dense;  // [vocab]: the drafter's q while a residual is built, else 0
+  std::vector<double> q_dense;  // [vocab]: the drafter's q while a residual is built, else 0
 };
 
 // Decides what the target keeps of `draft`. `logits` holds draft.tokens.size() + 1 rows of the

@@ -67,7 +67,7 @@ std::vector<int64_t> SpeculativeCounts(DraftKind kind, uint64_t seed) {
   params.seed = seed + 1;
   Sampler drafter(params, 0.0f, kV);
   VerifyScratch scratch;
-  scratch.q_dense.assign(kV, 0.0f);
+  scratch.q_dense.assign(kV, 0.0);
   std::vector<int64_t> counts(kCells, 0);
   std::vector<int> generated, none;
   Draft draft;

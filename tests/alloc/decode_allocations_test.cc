@@ -17,7 +17,10 @@
 #include "model/loader.h"
 #include "model/kv_cache.h"
 #include "parallel/tensor_parallel.h"
+#include "runtime/draft_model_drafter.h"
 #include "runtime/generate.h"
+#include "runtime/ngram_drafter.h"
+#include "runtime/speculative.h"
 #include "testing/checkpoints.h"
 
 namespace {
@@ -165,6 +168,42 @@ TEST_P(DecodeAllocations, GenerateAllocatesNothingPerToken) {
   penalised.logit_bias = {{5, 1.5f}};
   EXPECT_EQ(GenerateAllocations(*model, penalised), 0)
       << "allocations in " << kCountedTokens + 1 << " decode steps with penalties";
+}
+
+// Speculative decoding, greedy: drafting (prompt lookup over a repetitive prompt, or a draft
+// model with its own cache), the verify pass of up to draft_max + 1 rows, verification and the
+// rollback, counted between the callbacks of token kWarmupTokens and of the last token.
+TEST_P(DecodeAllocations, SpeculativeGenerateAllocatesNothingPerToken) {
+  auto model = LoadPresetModel();
+  ASSERT_TRUE(model);
+  std::vector<int> prompt = {2, 105, 7, 33, 81, 150, 9, 12, 300, 41, 5, 6, 77, 91, 17, 23};
+  prompt.insert(prompt.end(), prompt.begin() + 1, prompt.end());
+  NgramDrafter ngram(1, 3);
+  auto self = DraftModelDrafter::Create(*model, model->plan().vocab, SamplingParams{}, 256, 5);
+  ASSERT_TRUE(self.ok()) << self.status().message();
+  for (Drafter* drafter : {static_cast<Drafter*>(&ngram), static_cast<Drafter*>(self->get())}) {
+    KvCache cache(model->plan(), 256, 16);
+    GenerateOptions options;
+    options.max_new_tokens = kWarmupTokens + kCountedTokens + 1;
+    options.ignore_eos = true;
+    options.prefill_chunk = 16;
+    int seen = 0;
+    std::unique_ptr<AllocationCounter> counter;
+    int64_t allocations = -1;
+    auto on_token = [&](int) {
+      ++seen;
+      if (seen == kWarmupTokens) counter = std::make_unique<AllocationCounter>();
+      if (seen == options.max_new_tokens) allocations = counter->Stop();
+      return true;
+    };
+    auto result = GenerateSpeculative(*model, cache, prompt, options, *drafter, {.draft_max = 4},
+                                      on_token);
+    ASSERT_TRUE(result.ok()) << result.status().message();
+    EXPECT_EQ(seen, options.max_new_tokens);
+    EXPECT_GT(result->drafted, 0) << drafter->name();
+    EXPECT_EQ(allocations, 0) << drafter->name() << ": allocations in " << kCountedTokens + 1
+                              << " speculatively decoded tokens";
+  }
 }
 
 // A batched decode step of several sequences at different positions through Model::Forward, as

@@ -1,0 +1,80 @@
+// `g4 run` and `g4 bench` with --spec as users run them: the same ids as plain decoding, the
+// speculative counters in --json, and a clear error for what is not there yet.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "testing/checkpoints.h"
+#include "testing/run_g4.h"
+
+namespace g4 {
+namespace {
+
+nlohmann::json LastJsonLine(const std::string& output) {
+  const size_t brace = output.rfind("\n{\"");
+  const size_t start = brace == std::string::npos ? output.find("{\"") : brace + 1;
+  if (start == std::string::npos) return {};
+  return nlohmann::json::parse(output.substr(start, output.find('\n', start) - start), nullptr, false);
+}
+
+TEST(SpeculativeCli, RunGivesThePlainIdsWithEitherDrafter) {
+  const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
+  const std::string draft = TinyCheckpoint("e2b", {.seed = 2, .vocab = 512});
+  ASSERT_FALSE(dir.empty() || draft.empty());
+  const std::string base = "run --model " + dir +
+                           " --ids 2,17,40,99,17,40,99,5,17,40 -n 24 --ignore-eos --json --threads 1";
+  const G4RunResult plain = RunG4(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto expected = LastJsonLine(plain.output)["ids"];
+  ASSERT_EQ(expected.size(), 24u);
+  for (const std::string& spec : std::vector<std::string>{"--spec ngram --draft-max 3", "--spec ngram --draft-adaptive",
+                                 "--spec draft --draft " + draft, "--spec draft --draft " + dir}) {
+    const G4RunResult run = RunG4(base + " " + spec);
+    ASSERT_EQ(run.exit_code, 0) << spec << "\n" << run.output;
+    const nlohmann::json j = LastJsonLine(run.output);
+    EXPECT_EQ(j["ids"], expected) << spec;
+    ASSERT_TRUE(j.contains("speculative")) << run.output;
+    EXPECT_GT(j["speculative"]["drafted"].get<int>(), 0) << spec;
+    EXPECT_GE(j["speculative"]["tokens_per_target_pass"].get<double>(), 1.0) << spec;
+  }
+}
+
+TEST(SpeculativeCli, ClearErrors) {
+  const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
+  ASSERT_FALSE(dir.empty());
+  const std::string base = "run --model " + dir + " --ids 2,17 -n 4 --threads 1 ";
+  struct Case {
+    std::string flags, message;
+  };
+  for (const Case& c : {Case{"--spec mtp", "not implemented yet"},
+                        Case{"--spec draft", "--spec draft needs --draft MODEL"},
+                        Case{"--draft " + dir, "--draft needs --spec draft"},
+                        Case{"--spec ngram --draft-max 0", "--draft-max must be between 1 and 64"},
+                        Case{"--spec ngram --ngram-min 3 --ngram-max 2", "--ngram-min must be"},
+                        Case{"--spec draft --draft /nonexistent/model", "/nonexistent/model"}}) {
+    const G4RunResult run = RunG4(base + c.flags);
+    EXPECT_NE(run.exit_code, 0) << c.flags;
+    EXPECT_NE(run.output.find(c.message), std::string::npos) << c.flags << "\n" << run.output;
+  }
+}
+
+TEST(SpeculativeCli, BenchJsonHasTheVerifyCostAndCounters) {
+  const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
+  ASSERT_FALSE(dir.empty());
+  const G4RunResult run =
+      RunG4("bench --model " + dir + " --threads 1 --prefill 8 --contexts 16 --decode-tokens 8 "
+            "--mem-bw-mib 8 --no-warmup --json --spec draft --draft " + dir + " --draft-max 2");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const nlohmann::json j = LastJsonLine(run.output)["speculative"];
+  ASSERT_TRUE(j.is_object()) << run.output;
+  EXPECT_EQ(j["verify_cost_by_rows"].size(), 3u);
+  EXPECT_DOUBLE_EQ(j["verify_cost_by_rows"]["1"].get<double>(), 1.0);
+  EXPECT_TRUE(j["greedy_output_identical"].get<bool>());
+  EXPECT_GT(j["acceptance_rate"].get<double>(), 0.8) << "the model drafting for itself";
+  for (const char* key : {"tokens_per_target_pass", "draft_time_share", "plain_decode_tok_s",
+                          "spec_decode_tok_s"})
+    EXPECT_TRUE(j.contains(key)) << key;
+}
+
+}  // namespace
+}  // namespace g4
