@@ -14,6 +14,7 @@
 #include "base/half.h"
 #include "base/thread_pool.h"
 #include "kernels/cpu_kernels.h"
+#include "kernels/kv_format.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
 
@@ -104,35 +105,47 @@ void BM_ArgMax(benchmark::State& state) {
 // (head dim 256 over the 512-key sliding window, 512 over a long full-attention context).
 // range(0): head dim, range(1): keys, range(2): 0 = scores (q . K), 1 = values (p V),
 // range(3): distinct K/V buffers cycled through (1: cache-resident; 96: ~200-800 MB, as in decode,
-// where the weights streamed between layers evict the cache). Reported as K or V bytes per second
-// and GFLOP/s.
+// where the weights streamed between layers evict the cache), range(4): the cache format
+// (KvType: 0 f32, 1 bf16, 2 q8). Reported as K or V bytes (in that format) per second and GFLOP/s.
 void BM_Attention(benchmark::State& state) {
   const int hd = static_cast<int>(state.range(0)), len = static_cast<int>(state.range(1));
   const bool values = state.range(2) == 1;
   const int copies = static_cast<int>(state.range(3)), nq = 8;
+  const KvType type = static_cast<KvType>(state.range(4));
   std::mt19937 rng(3);
   std::normal_distribution<float> nd;
-  const size_t kv_floats = static_cast<size_t>(len) * hd;
-  std::vector<float> kv(kv_floats * copies), q(static_cast<size_t>(nq) * hd),
+  const size_t kv_floats = static_cast<size_t>(len) * hd, row = KvBytes(type, hd, hd);
+  const size_t kv_bytes = row * len;
+  std::vector<float> floats(kv_floats), q(static_cast<size_t>(nq) * hd),
       s(static_cast<size_t>(nq) * len), o(static_cast<size_t>(nq) * hd);
-  for (float& x : kv) x = nd(rng);
+  std::vector<uint8_t> kv(kv_bytes * copies);
+  for (int c = 0; c < copies; ++c) {
+    for (float& x : floats) x = nd(rng);
+    StoreKv(type, floats.data(), hd, static_cast<int64_t>(kv_floats), kv.data() + kv_bytes * c);
+  }
   for (float& x : q) x = nd(rng);
   for (float& x : s) x = std::abs(nd(rng)) / len;
   const CpuKernels& k = ActiveKernels();
   int copy = 0;
   for (auto _ : state) {
-    const float* rows = kv.data() + kv_floats * copy;
-    if (values)
-      k.attn_values(s.data(), len, nq, rows, hd, len, hd, o.data(), hd);
-    else
-      k.attn_scores(q.data(), nq, hd, rows, hd, len, hd, s.data(), len);
+    const uint8_t* rows = kv.data() + kv_bytes * copy;
+    const float* f = reinterpret_cast<const float*>(rows);
+    if (values) {
+      if (type == KvType::kF32) k.attn_values(s.data(), len, nq, f, hd, len, hd, o.data(), hd);
+      if (type == KvType::kBF16) k.attn_values_bf16(s.data(), len, nq, rows, row, len, hd, o.data(), hd);
+      if (type == KvType::kQ8) k.attn_values_q8(s.data(), len, nq, rows, row, len, hd, o.data(), hd);
+    } else {
+      if (type == KvType::kF32) k.attn_scores(q.data(), nq, hd, f, hd, len, hd, s.data(), len);
+      if (type == KvType::kBF16) k.attn_scores_bf16(q.data(), nq, hd, rows, row, len, hd, s.data(), len);
+      if (type == KvType::kQ8) k.attn_scores_q8(q.data(), nq, hd, rows, row, len, hd, s.data(), len);
+    }
     benchmark::DoNotOptimize(values ? o.data() : s.data());
     copy = (copy + 1) % copies;
   }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * kv_floats * sizeof(float));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * kv_bytes);
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * nq * len * hd * state.iterations() / 1e9,
                                                  benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(k.name) + (values ? " values" : " scores"));
+  state.SetLabel(std::string(k.name) + " " + KvTypeName(type) + (values ? " values" : " scores"));
 }
 
 constexpr int kBf16 = static_cast<int>(WeightType::kBF16), kQ8 = static_cast<int>(WeightType::kQ8),
@@ -148,8 +161,8 @@ BENCHMARK(BM_Prefill)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_QuantizeActivations);
 BENCHMARK(BM_ArgMax);
-BENCHMARK(BM_Attention)->ArgsProduct({{256}, {512}, {0, 1}, {1, 96}})->UseRealTime();
-BENCHMARK(BM_Attention)->ArgsProduct({{512}, {2048}, {0, 1}, {1, 96}})->UseRealTime();
+BENCHMARK(BM_Attention)->ArgsProduct({{256}, {512}, {0, 1}, {1, 96}, {0, 1, 2}})->UseRealTime();
+BENCHMARK(BM_Attention)->ArgsProduct({{512}, {2048}, {0, 1}, {1, 96}, {0, 1, 2}})->UseRealTime();
 
 }  // namespace
 }  // namespace g4

@@ -80,6 +80,26 @@ TEST(Cli, InspectPrintsTheRealParameterCounts) {
   }
 }
 
+// KV bytes per token per --kv-type, from E2B's shapes by hand: 3 full owner layers of one KV
+// head of 512 and 12 sliding ones of 256, K and V: f32 2*4 B, bf16 2*2 B, q8 2*(1 B + a 4-byte
+// scale per 32 values). Full: 3*512*8 = 12,288, 3*512*4 = 6,144, 3*2*(512+64) = 3,456; sliding:
+// 12*256*8 = 24,576, 12,288, 12*2*(256+32) = 6,912. A bad --kv-type is refused.
+TEST(Cli, InspectPrintsKvBytesPerTokenForEveryKvType) {
+  auto spec = SynthPreset("e2b", "full");
+  ASSERT_TRUE(spec.ok());
+  const std::string dir = TestTempDir("inspect_kv_e2b");
+  std::ofstream(dir + "/config.json") << SynthConfigJson(*spec, {});
+  RunResult r = RunG4("inspect --model " + dir + " --ctx 8192 --kv-type q8");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* line : {"f32                12,288              24,576",
+                           "bf16                6,144              12,288",
+                           "q8                  3,456               6,912"})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+  EXPECT_NE(r.output.find("<- --kv-type"), std::string::npos) << r.output;
+  r = RunG4("inspect --model " + dir + " --kv-type q4");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+}
+
 TEST(Cli, ClearErrorsNotCrashes) {
   const std::string src = TinyCheckpoint("e2b", {.vocab = 512});
   const std::string dir = TestTempDir("cli_no_tokenizer");

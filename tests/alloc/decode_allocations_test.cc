@@ -121,8 +121,9 @@ class DecodeAllocations : public testing::TestWithParam<Case> {
 // The real single-sequence path (runtime/generate.cc): sampling, the token callback and
 // Model::Forward, counted between the callbacks of token kWarmupTokens and of the last token.
 // Returns the allocations counted (-1 on failure, or when `count` is false: another thread counts).
-int64_t GenerateAllocations(Model& model, const SamplingParams& sampling, bool count = true) {
-  KvCache cache(model.plan(), 256, 16);
+int64_t GenerateAllocations(Model& model, const SamplingParams& sampling, bool count = true,
+                            KvType kv_type = KvType::kF32) {
+  KvCache cache(model.plan(), 256, 16, kv_type);
   GenerateOptions options;
   options.max_new_tokens = kWarmupTokens + kCountedTokens + 1;
   options.ignore_eos = true;
@@ -143,6 +144,15 @@ int64_t GenerateAllocations(Model& model, const SamplingParams& sampling, bool c
   EXPECT_TRUE(result.ok()) << result.status().message();
   EXPECT_EQ(seen, options.max_new_tokens);
   return allocations;
+}
+
+// Compact caches (--kv-type) store and read K/V in place: no per-token buffers either.
+TEST_P(DecodeAllocations, CompactKvCachesAllocateNothingPerToken) {
+  auto model = LoadPresetModel();
+  ASSERT_TRUE(model);
+  for (KvType type : {KvType::kBF16, KvType::kQ8})
+    EXPECT_EQ(GenerateAllocations(*model, SamplingParams{}, true, type), 0)
+        << KvTypeName(type) << ": allocations in " << kCountedTokens + 1 << " greedy decode steps";
 }
 
 TEST_P(DecodeAllocations, GenerateAllocatesNothingPerToken) {

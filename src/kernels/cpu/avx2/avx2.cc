@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "base/half.h"
 #include "kernels/cpu/matmul_driver.h"
@@ -688,19 +689,22 @@ inline void ScoresTile(const float* q, int64_t q_stride, const uint8_t* k, int64
     for (int h = 0; h < H; ++h) s[h * s_stride + j] = HorizontalSum(acc[j][h]);
 }
 
-// hd a multiple of 8; k_stride in bytes.
-template <class Kv>
+// hd a multiple of 8; k_stride in bytes. f32 keys in tiles of 4 keys x 2 heads; compact keys in
+// 2 keys x 4 heads, so each key vector is widened once per 4 heads rather than per 2 (the
+// widening, not the FMAs, bounds a compact tile; docs/notes/kv-cache-lab.md).
+template <class Kv, int TJ = std::is_same_v<Kv, F32Kv> ? 4 : 2,
+          int TH = std::is_same_v<Kv, F32Kv> ? 2 : 4>
 void ScoresTiled(const float* q, int nq, int64_t q_stride, const uint8_t* k, int64_t k_stride,
                  int len, int hd, float* s, int64_t s_stride) {
   int j = 0;
-  for (; j + 4 <= len; j += 4) {
+  for (; j + TJ <= len; j += TJ) {
     int c = 0;
-    for (; c + 2 <= nq; c += 2)
-      ScoresTile<Kv, 4, 2>(q + c * q_stride, q_stride, k + j * k_stride, k_stride, hd,
-                           s + c * s_stride + j, s_stride);
+    for (; c + TH <= nq; c += TH)
+      ScoresTile<Kv, TJ, TH>(q + c * q_stride, q_stride, k + j * k_stride, k_stride, hd,
+                             s + c * s_stride + j, s_stride);
     for (; c < nq; ++c)
-      ScoresTile<Kv, 4, 1>(q + c * q_stride, q_stride, k + j * k_stride, k_stride, hd,
-                           s + c * s_stride + j, s_stride);
+      ScoresTile<Kv, TJ, 1>(q + c * q_stride, q_stride, k + j * k_stride, k_stride, hd,
+                            s + c * s_stride + j, s_stride);
   }
   for (; j < len; ++j)
     for (int c = 0; c < nq; ++c)
@@ -768,17 +772,17 @@ inline void ValuesTile(const float* p, int64_t p_stride, const uint8_t* v, int64
   }
 }
 
-// hd a multiple of 8; v_stride in bytes.
-template <class Kv>
+// hd a multiple of 8; v_stride in bytes. Compact values: 4 heads a tile, as for the scores.
+template <class Kv, int TH = std::is_same_v<Kv, F32Kv> ? 2 : 4>
 void ValuesTiled(const float* p, int64_t p_stride, int nq, const uint8_t* v, int64_t v_stride,
                  int len, int hd, float* o, int64_t o_stride) {
   int j = 0;
   auto keys = [&]<int J>() {
     for (; j + J <= len; j += J) {
       int c = 0;
-      for (; c + 2 <= nq; c += 2)
-        ValuesTile<Kv, J, 2>(p + c * p_stride + j, p_stride, v + j * v_stride, v_stride, hd,
-                             o + c * o_stride, o_stride);
+      for (; c + TH <= nq; c += TH)
+        ValuesTile<Kv, J, TH>(p + c * p_stride + j, p_stride, v + j * v_stride, v_stride, hd,
+                              o + c * o_stride, o_stride);
       for (; c < nq; ++c)
         ValuesTile<Kv, J, 1>(p + c * p_stride + j, p_stride, v + j * v_stride, v_stride, hd,
                              o + c * o_stride, o_stride);
