@@ -113,13 +113,16 @@ INSTANTIATE_TEST_SUITE_P(Presets, QuantVsReference, ::testing::Values("e2b", "e4
 // commands, are in docs/quantization.md.
 //
 // THE BOUNDS, and the measurement they come from (this test's own output over 320 positions,
-// 2 threads, AVX-512 kernels, default model of models/default/manifest.json at 2026-12-03;
-// re-measure and update them here when the default model is retrained):
-//   q8: mean KL 0.0005, p99 KL 0.0020, same top-1 96.9%, ln(PPL/PPL_bf16) -0.011
-//   q4: mean KL 0.066,  p99 KL 0.34,   same top-1 81.6%, ln(PPL/PPL_bf16) -0.26
+// 2 threads, AVX-512 kernels, the chat-trained default model of models/default/manifest.json
+// (model.safetensors sha256 89e43cf8...) at 2026-12-03; re-measure and update them here when the
+// default model is retrained):
+//   q8: mean KL 0.0009, p99 KL 0.0075, same top-1 96.9%, ln(PPL/PPL_bf16) -0.043
+//   q4: mean KL 0.116,  p99 KL 0.62,   same top-1 74.1%, ln(PPL/PPL_bf16) -0.41
+// (The raw-text model before the chat fine-tune measured q8 0.0005 / 0.0020 / 96.9% and
+// q4 0.066 / 0.34 / 81.6%: the fine-tuned weights are more sensitive to 4-bit rounding.)
 // (KL over the bf16 run's top 4096 tokens + the rest as one bin: this small model spreads its mass
 // widely, and top 32 would read q4's mean KL 20% low.)
-// Margin: KL bounds 2x the measured value (q8's mean rounded up to 0.001, it is near float
+// Margin: KL bounds 2x the measured value (q8's mean rounded up to 0.002, it is near float
 // noise), top-1 bounds 4 points (q8) / 8 points (q4) below it, room for other kernel tables
 // (AVX2, generic) and thread counts. A kernel that lost a block scale or a row (KL ~ nats,
 // top-1 near chance) fails at once.
@@ -127,7 +130,7 @@ struct TrainedBounds {
   const char* quant;
   double max_mean_kl, max_p99_kl, min_same_top1;
 };
-constexpr TrainedBounds kTrainedBounds[] = {{"q8", 0.001, 0.004, 0.93}, {"q4", 0.13, 0.68, 0.74}};
+constexpr TrainedBounds kTrainedBounds[] = {{"q8", 0.002, 0.015, 0.93}, {"q4", 0.23, 1.23, 0.66}};
 
 TEST(QuantOnTrainedModel, HeldOutKlAndTopOneAgainstBf16) {
   const std::string model_dir = AssetsDir() + "/models/default";

@@ -427,8 +427,8 @@ constexpr const char* kDoctorText =
     "still bake their own bread at home, and every country has its own kinds of loaves.";
 
 // Guessing uniformly is a perplexity of `vocab`: a model above it predicts worse than no model at
-// all, which trained weights read through the right tokenizer and template never do (the KJV-only
-// default model reads this modern prose at ~33,000 of 262,144). An instruction-tuned Gemma-4 scores
+// all, which trained weights read through the right tokenizer and template never do (the KJV-trained
+// default model reads this modern prose at ~11,800 of 262,144). An instruction-tuned Gemma-4 scores
 // about 18 on prose inside its turns (field reports, issue 25): past 1B effective parameters a
 // perplexity above 200 (10x that) is suspect as well.
 void CheckChatPerplexity(const std::string& dir, const ModelPlan& plan, WeightType quant, Report& r) {
