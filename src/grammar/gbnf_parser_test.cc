@@ -94,9 +94,15 @@ TEST(GbnfParser, ErrorsSayWhere) {
   EXPECT_EQ(ErrorOf("root ::= x \"b\" | \"c\"\nx ::= root?\n"),
             "rule 'root' is left-recursive (it can reach itself without consuming input)");
   EXPECT_NE(ErrorOf("root ::= \"a\"{100000}\n"), "");
-  // A tail-position cycle revisits the same frame: allowed (and empty here).
-  EXPECT_EQ(ErrorOf("root ::= x root\nx ::= \"a\"?\n"), "");
-  EXPECT_FALSE(Matches("root ::= x root\nx ::= \"a\"?\n", "a"));
+  // A tail-position cycle revisits the same frame: allowed, but a root that matches no string
+  // at all is refused (constrained decoding would have no token to allow).
+  const std::string kNoString =
+      "rule 'root' matches no string (every alternative needs a rule that never ends or an empty character class)";
+  EXPECT_EQ(ErrorOf("root ::= x root\nx ::= \"a\"?\n"), kNoString);
+  EXPECT_EQ(ErrorOf("root ::= root\n"), kNoString);
+  EXPECT_EQ(ErrorOf("root ::= [^\\x00-\\U0010FFFF]\n"), kNoString);
+  EXPECT_EQ(ErrorOf("root ::= x root | \"b\"\nx ::= \"a\"?\n"), "");
+  EXPECT_TRUE(Matches("root ::= x root | \"b\"\nx ::= \"a\"?\n", "aab"));
   EXPECT_TRUE(Matches("root ::= (\"c\"{0,2}){2,} \"d\"\n", "cccd"));
 }
 

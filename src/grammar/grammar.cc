@@ -140,6 +140,26 @@ Result<Grammar> GrammarBuilder::Finish(const std::string& root_name) {
       }
     }
   }
+  // Productive rules (those that match at least one string), to a fixed point. A root that
+  // matches nothing (`root ::= root`, `root ::= [^\x00-\xff]`) would leave constrained decoding
+  // with no allowed token at all, so it is an error here rather than a stall later.
+  std::vector<char> productive(n, 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int r = 0; r < n; ++r) {
+      if (productive[r]) continue;
+      for (const auto& alt : alts_[r]) {
+        bool all = true;
+        for (const Element& e : alt) {
+          const bool ok = e.kind == Element::kBytes ? g_.sets[e.value] != ByteSet{} : productive[e.value] != 0;
+          if (!ok) { all = false; break; }
+        }
+        if (all) { productive[r] = changed = true; break; }
+      }
+    }
+  }
+  if (!productive[g_.root])
+    return Status::Errorf("rule '", g_.rule_names[g_.root], "' matches no string (every alternative needs a rule that never ends or an empty character class)");
   // Left edges: r -> s when s can be entered before r has consumed anything. An edge in tail
   // position (the alternative's last element) pushes no frame, so a cycle of tail edges only
   // revisits the same frame (the recogniser's expansion stops there: `(x?)*` is fine); a cycle

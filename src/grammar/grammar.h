@@ -53,7 +53,8 @@ class GrammarBuilder {
   // byte set when every range is ASCII, otherwise a reference to a new helper rule.
   Element CodePoints(const std::vector<std::pair<uint32_t, uint32_t>>& ranges, const std::string& hint);
   // The finished grammar: every rule has at least one alternative (else an error naming it),
-  // and no rule can reach itself without consuming a byte (left recursion would never end).
+  // no rule can reach itself without consuming a byte (left recursion would never end), and the
+  // root matches at least one string.
   Result<Grammar> Finish(const std::string& root_name);
 
   Grammar& grammar() { return g_; }

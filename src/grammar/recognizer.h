@@ -32,6 +32,7 @@ class Automaton {
   int start() const { return start_; }
   // The state after `byte`, or kDead if the grammar does not allow it.
   int Next(int state, uint8_t byte) {
+    if (state < 0) return kDead;
     const int t = trans_[state][byte];
     return t != kUnknown ? t : Compute(state, byte);
   }
