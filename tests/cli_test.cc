@@ -200,6 +200,47 @@ TEST(Cli, BenchReportsTheFormatTheWeightsAreIn) {
                                       .output)["weight_bytes_per_token"]);
 }
 
+// g4 bench --json-schema decodes with the output held to the schema: what it reports as the
+// constrained output is JSON of the schema's shape (checked here by hand, not by the grammar);
+// a schema it cannot read or compile is a clear error.
+TEST(Cli, BenchJsonSchemaHoldsTheOutputToTheSchema) {
+  const std::string model = AssetsDir() + "/models/default";
+  if (!std::ifstream(model + "/tokenizer.json")) GTEST_SKIP() << "no default model (tools/setup.sh)";
+  const std::string schema_path = TestTempDir("cli_bench_schema") + "/schema.json";
+  std::ofstream(schema_path) << R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},
+      "n":{"type":"integer","minimum":0,"maximum":99},"tags":{"type":"array","items":{"enum":["x","y"]},"maxItems":2}},
+      "required":["name","n","tags"],"additionalProperties":false})";
+  const std::string flags = " --model " + model +
+                            " --threads 1 --prefill 8 --contexts 8 --decode-tokens 60 --reps 1 --mem-bw-mib 16 --json";
+  RunResult run = RunG4("bench --json-schema " + schema_path + flags, /*merge_stderr=*/false);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto c = nlohmann::json::parse(run.output)["constrained"];
+  ASSERT_EQ(c["constrained_finish_reason"], "stop") << c.dump();
+  EXPECT_TRUE(c["output_is_complete"].get<bool>());
+  const auto out = nlohmann::json::parse(c["output"].get<std::string>());
+  ASSERT_TRUE(out.is_object()) << out.dump();
+  EXPECT_EQ(out.size(), 3u);
+  ASSERT_TRUE(out["name"].is_string());
+  EXPECT_LE(out["name"].get<std::string>().size(), 12u);
+  ASSERT_TRUE(out["n"].is_number_integer());
+  EXPECT_LE(out["n"].get<int>(), 99);
+  EXPECT_GE(out["n"].get<int>(), 0);
+  ASSERT_TRUE(out["tags"].is_array());
+  EXPECT_LE(out["tags"].size(), 2u);
+  for (const auto& t : out["tags"]) EXPECT_TRUE(t == "x" || t == "y") << t.dump();
+  EXPECT_GT(c["plain_decode_tok_s"].get<double>(), 0);
+  EXPECT_GT(c["constrained_decode_tok_s"].get<double>(), 0);
+  EXPECT_GT(c["mask_ms_per_token"].get<double>(), 0);
+
+  RunResult missing = RunG4("bench --json-schema /nonexistent/s.json" + flags);
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("--json-schema: cannot read '/nonexistent/s.json'"), std::string::npos) << missing.output;
+  std::ofstream(schema_path) << R"({"type":"object","patternProperties":{"a":{}}})";
+  RunResult bad = RunG4("bench --json-schema " + schema_path + flags);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--json-schema '" + schema_path + "': "), std::string::npos) << bad.output;
+}
+
 // One untimed prefill and two decode steps come first unless --no-warmup (the first pass after
 // a load is slower: first touches of buffers and pages); the report says which it did.
 TEST(Cli, BenchWarmsUpFirstUnlessAskedNot) {

@@ -50,6 +50,9 @@ void AddBenchOptions(CLI::App& app, BenchFlags& f) {
                "measure from the first forward pass after the load (default: one untimed "
                "prefill and two decode steps first, as llama-bench does)");
   app.add_flag("--json", f.json_out, "print one JSON object");
+  app.add_option("--json-schema", f.json_schema,
+                 "also decode with the output held to this JSON schema file (or json_object), "
+                 "alternating with plain decode, and time the token masks");
   AddSpecOptions(app, f.spec);
 }
 
@@ -72,6 +75,10 @@ Status CheckBenchFlags(BenchFlags& f) {
   f.chunk = std::max(1, f.chunk);
   G4_RETURN_IF_ERROR(CheckSpecFlags(f.spec));
   if (f.spec.enabled() && f.tp > 1) return Status::Error("--spec is measured without --tp");
+  if (!f.json_schema.empty()) {
+    if (f.tp > 1) return Status::Error("--json-schema is measured without --tp");
+    G4_ASSIGN_OR_RETURN(f.json_schema_gbnf, BenchSchemaGbnf(f.json_schema));
+  }
   return OkStatus();
 }
 
@@ -258,14 +265,20 @@ Status BenchModel(const BenchFlags& f, Model& model, Communicator* comm, BenchFa
                                                        options, comm));
     G4_ASSIGN_OR_RETURN(spec, BenchSpeculative(f, model, setup, ids));
   }
+  nlohmann::json constrained;
+  if (!f.json_schema.empty()) {
+    G4_ASSIGN_OR_RETURN(constrained, BenchSchema(f, model, ids));
+  }
   if (!IsOutputRank(comm)) return OkStatus();
   nlohmann::json j = BenchJson(f, model, comm, facts, prefill, decode);
   if (f.spec.enabled()) j["speculative"] = spec;
+  if (!f.json_schema.empty()) j["constrained"] = constrained;
   if (f.json_out) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     PrintBenchTable(f, facts, j);
     if (f.spec.enabled()) PrintSpecTable(spec);
+    if (!f.json_schema.empty()) PrintSchemaTable(constrained);
   }
   return OkStatus();
 }

@@ -22,6 +22,8 @@ struct BenchFlags {
   std::vector<int> prefill_lengths{128, 512};
   bool json_out = false, warmup = true;
   SpecFlags spec;  // --spec: adds the verify cost and a speculative decode (bench_spec.cc)
+  std::string json_schema;  // --json-schema: adds decode held to a schema (bench_schema.cc)
+  std::string json_schema_gbnf;  // its grammar, compiled before the model loads
 };
 
 // ---- bench_memory.cc
@@ -83,6 +85,15 @@ void PrintBenchTable(const BenchFlags& flags, const BenchFacts& facts, const nlo
 Result<nlohmann::json> BenchSpeculative(const BenchFlags& flags, Model& model, SpecSetup& setup,
                                         const std::vector<int>& ids);
 void PrintSpecTable(const nlohmann::json& spec);
+
+// ---- bench_schema.cc
+
+// The grammar for --json-schema: "json_object" or a file holding a JSON schema.
+Result<std::string> BenchSchemaGbnf(const std::string& arg);
+// Plain vs schema-constrained greedy decode of ids[0, first context) alternately (--reps rounds),
+// and the token masks' own cost per token: the JSON object under "constrained".
+Result<nlohmann::json> BenchSchema(const BenchFlags& flags, Model& model, const std::vector<int>& ids);
+void PrintSchemaTable(const nlohmann::json& constrained);
 
 // The weight matrices one decoded token multiplies by (the tied LM head in full).
 ByteSpans DecodeMatrices(const Model& model);

@@ -1,0 +1,126 @@
+// g4 bench --json-schema: what constrained decoding costs. The same prompt is decoded greedily
+// without and with the output held to a JSON schema (or any JSON object), alternately, --reps
+// times; then the constrained output is replayed through a fresh constraint (a new request: the
+// automaton and the mask cache cold) to time the masks alone, per token.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "base/stopwatch.h"
+#include "cli/bench.h"
+#include "cli/cli_util.h"
+#include "grammar/gbnf_parser.h"
+#include "grammar/json_schema.h"
+#include "grammar/token_mask.h"
+#include "model/kv_cache.h"
+#include "runtime/generate.h"
+#include "tokenizer/tokenizer.h"
+
+namespace g4::cli {
+
+Result<std::string> BenchSchemaGbnf(const std::string& arg) {
+  if (arg == "json_object") return grammar::JsonObjectGbnf();
+  std::ifstream in(arg, std::ios::binary);
+  if (!in) return Status::Errorf("--json-schema: cannot read '", arg, "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto gbnf = grammar::JsonSchemaTextToGbnf(text.str());
+  if (!gbnf.ok()) return Status::Errorf("--json-schema '", arg, "': ", gbnf.status().message());
+  return gbnf;
+}
+
+namespace {
+
+// The vocabulary as byte strings, special tokens never produced by a grammar (as the server's).
+std::shared_ptr<const grammar::TokenTrie> MakeTrie(const Tokenizer& tok, int vocab, std::vector<int> end_ids) {
+  std::vector<std::string> bytes(vocab);
+  std::vector<char> eligible(vocab, 0);
+  for (int id = 0; id < vocab; ++id) {
+    bytes[id] = tok.TokenBytes(id);
+    eligible[id] = tok.InRange(id) && !tok.IsSpecial(id);
+  }
+  return std::make_shared<grammar::TokenTrie>(bytes, eligible, std::move(end_ids));
+}
+
+}  // namespace
+
+Result<nlohmann::json> BenchSchema(const BenchFlags& f, Model& model, const std::vector<int>& ids) {
+  const int V = model.plan().vocab;
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, LoadModelTokenizer(f.model_dir));
+  G4_ASSIGN_OR_RETURN(grammar::Grammar parsed, grammar::ParseGbnf(f.json_schema_gbnf));
+  const Stopwatch trie_timer;
+  const auto trie = MakeTrie(*tok, V, Gemma4StopTokenIds(*tok));
+  const double trie_s = trie_timer.Seconds();
+
+  const int ctx = std::max(1, f.contexts.front());
+  KvCache cache(model.plan(), ctx + f.decode_tokens + 2, f.chunk, KvTypeOf(f.kv_type));
+  const std::vector<int> prompt(ids.begin(), ids.begin() + ctx);
+  GenerateOptions gen;
+  gen.max_new_tokens = f.decode_tokens;
+  gen.ignore_eos = true;
+  gen.prefill_chunk = cache.max_chunk();
+
+  double plain_best = 0, constrained_best = 0;
+  GenerateResult constrained_out;
+  for (int r = 0; r < f.reps; ++r) {
+    cache.Reset();
+    G4_ASSIGN_OR_RETURN(GenerateResult plain, Generate(model, cache, prompt, gen));
+    plain_best = std::max(plain_best, (plain.tokens.size() - 1) / std::max(1e-9, plain.decode_seconds));
+    // A fresh automaton per round, as a new request gets: its warm-up is part of the cost.
+    grammar::TokenConstraint constraint(trie, std::make_shared<grammar::Automaton>(parsed));
+    GenerateOptions held = gen;
+    held.constraint = &constraint;
+    cache.Reset();
+    G4_ASSIGN_OR_RETURN(GenerateResult out, Generate(model, cache, prompt, held));
+    const double tps = (out.tokens.size() - 1) / std::max(1e-9, out.decode_seconds);
+    if (out.tokens.size() > 1 && tps > constrained_best) {
+      constrained_best = tps;
+      constrained_out = out;
+    }
+  }
+
+  // The masks alone: the constrained output replayed through a cold constraint.
+  grammar::TokenConstraint replay(trie, std::make_shared<grammar::Automaton>(parsed));
+  const Stopwatch mask_timer;
+  size_t replayed = 0;
+  for (int token : constrained_out.tokens) {
+    replay.Mask();
+    if (!replay.Accept(token)) break;
+    ++replayed;
+  }
+  const double mask_ms = replayed ? mask_timer.Seconds() * 1e3 / replayed : 0.0;
+  std::string text;
+  for (int token : constrained_out.tokens)
+    if (!trie->IsEnd(token)) text += trie->bytes(token);
+
+  nlohmann::json j;
+  j["json_schema"] = f.json_schema;
+  j["context"] = ctx;
+  j["trie_build_s"] = trie_s;
+  j["plain_decode_tok_s"] = plain_best;
+  j["constrained_decode_tok_s"] = constrained_best;
+  j["constrained_tokens"] = constrained_out.tokens.size();
+  j["constrained_finish_reason"] = constrained_out.finish_reason;
+  j["slowdown"] = plain_best > 0 && constrained_best > 0 ? 1.0 - constrained_best / plain_best : 0.0;
+  j["mask_ms_per_token"] = mask_ms;
+  j["mask_share_of_plain_step"] = plain_best > 0 ? mask_ms / (1e3 / plain_best) : 0.0;
+  j["output_is_complete"] = replay.IsComplete();
+  j["output"] = text;
+  return j;
+}
+
+void PrintSchemaTable(const nlohmann::json& j) {
+  std::printf("  constrained decoding (%s, after %d tokens of context)\n",
+              j["json_schema"].get<std::string>().c_str(), j["context"].get<int>());
+  std::printf("    %-34s %10.2f tok/s\n", "plain decode", j["plain_decode_tok_s"].get<double>());
+  std::printf("    %-34s %10.2f tok/s (%.1f%% slower; %zu tokens, %s)\n", "constrained decode",
+              j["constrained_decode_tok_s"].get<double>(), 100 * j["slowdown"].get<double>(),
+              j["constrained_tokens"].get<size_t>(), j["constrained_finish_reason"].get<std::string>().c_str());
+  std::printf("    %-34s %10.3f ms (%.1f%% of a plain step)\n", "mask per token, cold",
+              j["mask_ms_per_token"].get<double>(), 100 * j["mask_share_of_plain_step"].get<double>());
+  std::printf("    %-34s %10.2f s\n", "vocabulary trie built in", j["trie_build_s"].get<double>());
+}
+
+}  // namespace g4::cli
