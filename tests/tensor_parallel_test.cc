@@ -27,6 +27,7 @@
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "testing/checkpoints.h"
+#include "testing/run_g4.h"
 
 namespace g4 {
 namespace {
@@ -415,16 +416,6 @@ std::string Shell(const std::string& cmd, int* rc) {
   return out;
 }
 
-std::string MpiRun(int np) {
-  // Root needs --allow-run-as-root; two cores need --oversubscribe. Shared-memory transport only;
-  // CMA single-copy needs ptrace rights containers often lack. ASan builds: OpenMPI's own
-  // allocations at exit are not our leaks.
-  return "OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none "
-         "OMPI_MCA_rmaps_base_oversubscribe=1 OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_mpi_yield_when_idle=1 "
-         "ASAN_OPTIONS=detect_leaks=0 mpirun --allow-run-as-root --oversubscribe -np " +
-         std::to_string(np) + " ";
-}
-
 TEST(TensorParallelMpi, TwoProcessesMatchOneRank) {
   int rc = 0;
   Shell("command -v mpirun", &rc);
@@ -439,7 +430,7 @@ TEST(TensorParallelMpi, TwoProcessesMatchOneRank) {
     std::string ids;
     for (int id : prompt) ids += (ids.empty() ? "" : ",") + std::to_string(id);
     const std::string npy = TestTempDir("mpi_" + preset) + "/logits.npy";
-    std::string out = Shell(MpiRun(2) + g4 + " logits --tp 2 --threads 1 --chunk 8 --model " + dir +
+    std::string out = Shell(MpirunPrefix(2) + g4 + " logits --tp 2 --threads 1 --chunk 8 --model " + dir +
                             " --ids " + ids + " --out " + npy, &rc);
     if (rc != 0 && out.find("built without MPI") != std::string::npos)
       GTEST_SKIP() << "g4 was built without MPI";
@@ -449,7 +440,7 @@ TEST(TensorParallelMpi, TwoProcessesMatchOneRank) {
     EXPECT_LT(MaxDiff(logits->data, one.logits), 1e-3);
     // A `g4 pack --tp 2` artifact: each process maps its own rank's sections.
     const std::string artifact = PackTp(dir, "mpi_packed_" + preset, WeightType::kBF16, 2);
-    out = Shell(MpiRun(2) + g4 + " logits --tp 2 --threads 1 --chunk 8 --model " + artifact +
+    out = Shell(MpirunPrefix(2) + g4 + " logits --tp 2 --threads 1 --chunk 8 --model " + artifact +
                     " --ids " + ids + " --out " + npy,
                 &rc);
     ASSERT_EQ(rc, 0) << out;
@@ -469,7 +460,7 @@ TEST(TensorParallelMpi, TwoProcessesMatchOneRank) {
       std::fseek(f, static_cast<long>(offset + 4), SEEK_SET);
       std::fputc(0x5A, f);
       std::fclose(f);
-      out = Shell(MpiRun(2) + g4 + " logits --tp 2 --threads 1 --model " + artifact + " --ids " +
+      out = Shell(MpirunPrefix(2) + g4 + " logits --tp 2 --threads 1 --model " + artifact + " --ids " +
                       ids + " --out " + npy,
                   &rc);
       EXPECT_NE(rc, 0) << out;
@@ -477,7 +468,7 @@ TEST(TensorParallelMpi, TwoProcessesMatchOneRank) {
                 std::string::npos)
           << out;
     }
-    out = Shell(MpiRun(2) + g4 + " run --tp 2 --threads 1 --chunk 8 --ignore-eos --json -n " +
+    out = Shell(MpirunPrefix(2) + g4 + " run --tp 2 --threads 1 --chunk 8 --ignore-eos --json -n " +
                 std::to_string(kNewTokens) + " --model " + dir + " --ids " + ids, &rc);
     ASSERT_EQ(rc, 0) << out;
     std::string want;

@@ -12,6 +12,7 @@
 
 #include "cli/cli_util.h"
 #include "cli/command.h"
+#include "cli/tensor_parallel_command.h"
 #include "model/loader.h"
 #include "runtime/perplexity.h"
 #include "tokenizer/chat_template.h"
@@ -25,7 +26,7 @@ constexpr const char* kChatInstruction = "Continue the text.";
 
 struct PerplexityArgs {
   std::string model = DefaultModelPath(), quant = "bf16", file, save_logits, kl_base;
-  int ctx = 512, batch = 128, stride = 0, threads = 0, top_k = 256;
+  int ctx = 512, batch = 128, stride = 0, threads = 0, top_k = 256, tp = 0;
   bool chat = false, json = false;
 };
 
@@ -91,93 +92,58 @@ nlohmann::json KlJson(const KlSummary& k) {
           {"base_ppl", k.base_ppl}, {"ppl", k.ppl}, {"mean_ln_ppl_ratio", k.mean_log_ppl_ratio}};
 }
 
-Status RunPerplexityWith(const PerplexityArgs& args) {
+// What every rank needs before the model loads: the tokens and the saved base run.
+struct PerplexityInput {
+  std::vector<int> text_ids, prefix;
+  LogitsFile base;
+};
+
+// The windows, planned once the model's context limit is known (its error comes first).
+struct WindowPlan {
+  std::vector<PerplexityWindow> windows;
+  int stride = 0;
+  int64_t scored = 0;
+};
+
+Result<PerplexityInput> PrepareInput(const PerplexityArgs& args) {
   if (args.ctx < 2) return Status::Errorf("--ctx must be >= 2 (got ", args.ctx, ")");
   G4_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadModelTokenizer(args.model));
   G4_ASSIGN_OR_RETURN(std::string text, ReadTextFile(args.file));
-  const std::vector<int> text_ids = tokenizer->Encode(text);
-  ModelOptions options;
-  options.threads = args.threads;
-  ParseWeightType(args.quant, &options.load.quant);
-  G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(args.model, options));
-  const ModelPlan& plan = model->plan();
-  if (plan.config.max_position_embeddings > 0 && args.ctx > plan.config.max_position_embeddings)
-    return Status::Errorf("--ctx ", args.ctx, " exceeds the model's max_position_embeddings ",
-                          plan.config.max_position_embeddings);
-
-  G4_ASSIGN_OR_RETURN(std::vector<int> prefix, WindowPrefix(args, *tokenizer));
-  G4_ASSIGN_OR_RETURN(std::vector<PerplexityWindow> windows,
-                      PlanPerplexityWindows(prefix, text_ids, args.ctx, args.stride));
-  const int stride = args.stride ? args.stride : args.ctx - static_cast<int>(prefix.size());
-  int64_t scored = 0;
-  for (const auto& w : windows) scored += args.ctx - w.first_scored;
-
-  LogitsFileHeader header;
-  header.k = static_cast<uint32_t>(std::min(args.top_k, plan.vocab));
-  header.vocab = static_cast<uint32_t>(plan.vocab);
-  header.ctx = static_cast<uint32_t>(args.ctx);
-  header.stride = static_cast<uint32_t>(stride);
-  header.flags = args.chat ? kLogitsFileChat : 0;
-  header.positions = static_cast<uint64_t>(scored);
-  header.tokens_hash = HashPerplexityWindows(windows);
-  LogitsFile base;
+  PerplexityInput in;
+  in.text_ids = tokenizer->Encode(text);
+  G4_ASSIGN_OR_RETURN(in.prefix, WindowPrefix(args, *tokenizer));
   if (!args.kl_base.empty()) {
-    G4_ASSIGN_OR_RETURN(base, ReadLogitsFile(args.kl_base));
-    G4_RETURN_IF_ERROR(CheckBaseMatches(base.header, header, args.kl_base));
+    G4_ASSIGN_OR_RETURN(in.base, ReadLogitsFile(args.kl_base));
   }
-  std::unique_ptr<LogitsFileWriter> writer;
-  if (!args.save_logits.empty()) {
-    G4_ASSIGN_OR_RETURN(writer, LogitsFileWriter::Create(args.save_logits, header));
-  }
+  return in;
+}
 
-  if (!args.json)
-    std::printf("g4 perplexity: %s (%s), %s: %zu tokens, %zu windows of %d (stride %d, %zu prefix), %lld scored\n",
-                args.model.c_str(), args.quant.c_str(), args.file.c_str(), text_ids.size(), windows.size(),
-                args.ctx, stride, prefix.size(), static_cast<long long>(scored));
-  std::fflush(stdout);
+// Everything the output rank learns from the scored rows.
+struct PerplexityTotals {
   PerplexityAccumulator acc;
   std::vector<KlSample> kl_samples;
-  std::vector<double> logprobs;
-  size_t position = 0;
-  ProgressBar bar(static_cast<int>(windows.size()));
-  const auto t0 = std::chrono::steady_clock::now();
-  G4_RETURN_IF_ERROR(ScorePerplexityWindows(
-      *model, windows, args.batch,
-      [&](const ScoredRow& row) -> Status {
-        LogSoftmax(row.logits, plan.vocab, logprobs);
-        acc.Add(logprobs[row.target]);
-        if (writer) G4_RETURN_IF_ERROR(writer->Append(SummarizeDistribution(logprobs, row.target, header.k)));
-        if (!base.records.empty()) {
-          const TopKRecord& b = base.records[position];
-          if (b.target != row.target)
-            return Status::Errorf("--kl-base ", args.kl_base, ": position ", position, " scores token ", b.target,
-                                  ", this run token ", row.target);
-          kl_samples.push_back(CompareWithBase(b, logprobs));
-        }
-        ++position;
-        return OkStatus();
-      },
-      [&](int done) { bar.Update(done, acc.Perplexity()); }));
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (writer) G4_RETURN_IF_ERROR(writer->Finish());
+  double seconds = 0;
+};
 
+void PrintReport(const PerplexityArgs& args, const PerplexityInput& in, const WindowPlan& wp, const PerplexityTotals& t,
+                 const LogitsFileHeader& header, int tp) {
   nlohmann::json out = {{"model", args.model}, {"quant", args.quant}, {"file", args.file},
-                        {"tokens", text_ids.size()}, {"windows", windows.size()}, {"ctx", args.ctx},
-                        {"stride", stride}, {"prefix_tokens", prefix.size()}, {"chat", args.chat},
-                        {"scored", scored}, {"ppl", acc.Perplexity()}, {"ppl_error", acc.PerplexityError()},
-                        {"mean_nll", acc.MeanNll()}, {"seconds", seconds}};
+                        {"tokens", in.text_ids.size()}, {"windows", wp.windows.size()}, {"ctx", args.ctx},
+                        {"stride", wp.stride}, {"prefix_tokens", in.prefix.size()}, {"chat", args.chat},
+                        {"scored", wp.scored}, {"ppl", t.acc.Perplexity()}, {"ppl_error", t.acc.PerplexityError()},
+                        {"mean_nll", t.acc.MeanNll()}, {"seconds", t.seconds}, {"tp", tp}};
   KlSummary kl;
   if (!args.kl_base.empty()) {
-    kl = SummarizeKl(kl_samples);
+    kl = SummarizeKl(t.kl_samples);
     out["kl"] = KlJson(kl);
   }
   if (args.json) {
     std::printf("%s\n", out.dump().c_str());
-    return OkStatus();
+    return;
   }
   std::printf("PPL = %.4f +/- %.4f  (mean NLL %.5f nats over %lld tokens, %.1f s, %.0f tokens/s)\n",
-              acc.Perplexity(), acc.PerplexityError(), acc.MeanNll(), static_cast<long long>(scored), seconds,
-              windows.size() * args.ctx / std::max(seconds, 1e-9));
+              t.acc.Perplexity(), t.acc.PerplexityError(), t.acc.MeanNll(), static_cast<long long>(wp.scored),
+              t.seconds, wp.windows.size() * args.ctx / std::max(t.seconds, 1e-9));
   if (!args.kl_base.empty()) {
     std::printf("vs %s: PPL(base) %.4f, ln(PPL/PPL(base)) %+.5f\n", args.kl_base.c_str(), kl.base_ppl,
                 kl.mean_log_ppl_ratio);
@@ -186,9 +152,93 @@ Status RunPerplexityWith(const PerplexityArgs& args) {
     std::printf("same top-1 token: %.2f%%   delta p(target): mean %+.5f, rms %.5f\n", 100 * kl.same_top1, kl.mean_dp,
                 kl.rms_dp);
   }
-  if (writer)
-    std::printf("saved %lld positions (top-%u, %zu bytes each) to %s\n", static_cast<long long>(scored), header.k,
+  if (header.k && !args.save_logits.empty())
+    std::printf("saved %lld positions (top-%u, %zu bytes each) to %s\n", static_cast<long long>(wp.scored), header.k,
                 LogitsRecordBytes(header.k), args.save_logits.c_str());
+}
+
+// One rank's run (every rank under --tp; comm null without). Every rank makes the same Forward
+// calls; only the output rank scores the rows, and it holds any error of its own until the loop
+// is over, so no peer is left waiting in a collective.
+Status RunPerplexityRank(const PerplexityArgs& args, const PerplexityInput& in, Communicator* comm) {
+  const bool output_rank = IsOutputRank(comm);
+  ModelOptions options;
+  options.threads = args.threads;
+  ParseWeightType(args.quant, &options.load.quant);
+  G4_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(args.model, options.OnRanks(comm)));
+  const ModelPlan& plan = model->plan();
+  if (plan.config.max_position_embeddings > 0 && args.ctx > plan.config.max_position_embeddings)
+    return Status::Errorf("--ctx ", args.ctx, " exceeds the model's max_position_embeddings ",
+                          plan.config.max_position_embeddings);
+  WindowPlan wp;
+  G4_ASSIGN_OR_RETURN(wp.windows, PlanPerplexityWindows(in.prefix, in.text_ids, args.ctx, args.stride));
+  wp.stride = args.stride ? args.stride : args.ctx - static_cast<int>(in.prefix.size());
+  for (const auto& w : wp.windows) wp.scored += args.ctx - w.first_scored;
+  LogitsFileHeader header;
+  header.k = args.save_logits.empty() ? 0 : static_cast<uint32_t>(std::min(args.top_k, plan.vocab));
+  header.vocab = static_cast<uint32_t>(plan.vocab);
+  header.ctx = static_cast<uint32_t>(args.ctx);
+  header.stride = static_cast<uint32_t>(wp.stride);
+  header.flags = args.chat ? kLogitsFileChat : 0;
+  header.positions = static_cast<uint64_t>(wp.scored);
+  header.tokens_hash = HashPerplexityWindows(wp.windows);
+  if (!args.kl_base.empty()) G4_RETURN_IF_ERROR(CheckBaseMatches(in.base.header, header, args.kl_base));
+  // Only the output rank writes; all ranks agree it could before any of them enters the loop.
+  std::unique_ptr<LogitsFileWriter> writer;
+  Status setup = OkStatus();
+  if (output_rank && header.k) {
+    auto created = LogitsFileWriter::Create(args.save_logits, header);
+    if (created.ok()) writer = std::move(*created);
+    else setup = created.status();
+  }
+  if (comm) {
+    float failed = setup.ok() ? 0.0f : 1.0f;
+    comm->AllReduceSum(&failed, 1);
+    if (setup.ok() && failed > 0) return Status::Errorf("rank ", comm->rank(), ": rank 0 could not start the run");
+  }
+  G4_RETURN_IF_ERROR(setup);
+
+  if (output_rank && !args.json)
+    std::printf("g4 perplexity: %s (%s%s), %s: %zu tokens, %zu windows of %d (stride %d, %zu prefix), %lld scored\n",
+                args.model.c_str(), args.quant.c_str(), comm ? (", tp " + std::to_string(comm->size())).c_str() : "",
+                args.file.c_str(), in.text_ids.size(), wp.windows.size(), args.ctx, wp.stride, in.prefix.size(),
+                static_cast<long long>(wp.scored));
+  std::fflush(stdout);
+  PerplexityTotals totals;
+  RowScorer scorer(&model->pool(), plan.vocab);
+  std::vector<RowScore> scores;
+  std::vector<const TopKRecord*> bases;
+  size_t position = 0;
+  Status deferred = OkStatus();
+  ProgressBar bar(static_cast<int>(wp.windows.size()));
+  const auto t0 = std::chrono::steady_clock::now();
+  G4_RETURN_IF_ERROR(ScorePerplexityChunks(
+      *model, wp.windows, args.batch,
+      [&](const std::vector<ScoredRow>& rows) -> Status {
+        if (!output_rank || !deferred.ok()) return OkStatus();
+        bases.clear();
+        if (!in.base.records.empty())
+          for (size_t r = 0; r < rows.size(); ++r) bases.push_back(&in.base.records[position + r]);
+        scorer.Score(rows, static_cast<int>(header.k), bases, scores);
+        for (size_t r = 0; r < rows.size(); ++r, ++position) {
+          totals.acc.Add(scores[r].logprob);
+          if (writer && deferred.ok()) deferred = writer->Append(scores[r].top);
+          if (bases.empty()) continue;
+          if (bases[r]->target != rows[r].target && deferred.ok())
+            deferred = Status::Errorf("--kl-base ", args.kl_base, ": position ", position, " scores token ",
+                                      bases[r]->target, ", this run token ", rows[r].target);
+          totals.kl_samples.push_back(scores[r].kl);
+        }
+        return OkStatus();
+      },
+      [&](int done) {
+        if (output_rank) bar.Update(done, totals.acc.Perplexity());
+      }));
+  totals.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  G4_RETURN_IF_ERROR(deferred);
+  if (!output_rank) return OkStatus();
+  if (writer) G4_RETURN_IF_ERROR(writer->Finish());
+  PrintReport(args, in, wp, totals, header, comm ? comm->size() : 1);
   return OkStatus();
 }
 
@@ -209,10 +259,14 @@ int RunPerplexity(int argc, char** argv) {
   app.add_option("--save-top-k", args.top_k, "K of --save-logits")->check(CLI::Range(1, 1 << 20));
   app.add_option("--kl-base", args.kl_base, "compare with a run saved by --save-logits: KL, top-1, delta p");
   app.add_option("--threads", args.threads, "threads (0 = all cores)");
+  app.add_option("--tp", args.tp, "tensor-parallel ranks: threads in this process, or one per process "
+                 "under mpirun (default: 1, or mpirun's -np)");
   app.add_flag("--json", args.json, "print one JSON object");
   CLI11_PARSE(app, argc, argv);
-  const Status status = RunPerplexityWith(args);
-  return status.ok() ? 0 : Fail("perplexity", status);
+  auto input = PrepareInput(args);
+  if (!input.ok()) return IsOutputProcess() ? Fail("perplexity", input.status()) : 1;
+  return RunTensorParallelCommand("perplexity", args.tp,
+                                  [&](Communicator* comm) { return RunPerplexityRank(args, *input, comm); });
 }
 
 }  // namespace

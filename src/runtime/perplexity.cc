@@ -50,9 +50,15 @@ uint64_t HashPerplexityWindows(const std::vector<PerplexityWindow>& windows) {
   return h;
 }
 
-Status ScorePerplexityWindows(Model& model, const std::vector<PerplexityWindow>& windows, int batch,
-                              const std::function<Status(const ScoredRow&)>& on_row,
-                              const std::function<void(int)>& on_window) {
+namespace {
+
+constexpr int64_t kSoftcapBlock = 1 << 14;
+
+}  // namespace
+
+Status ScorePerplexityChunks(Model& model, const std::vector<PerplexityWindow>& windows, int batch,
+                             const std::function<Status(const std::vector<ScoredRow>&)>& on_chunk,
+                             const std::function<void(int)>& on_window) {
   if (windows.empty()) return OkStatus();
   const ModelPlan& plan = model.plan();
   const int ctx = static_cast<int>(windows[0].ids.size());
@@ -62,6 +68,7 @@ Status ScorePerplexityWindows(Model& model, const std::vector<PerplexityWindow>&
   std::vector<float> logits(static_cast<size_t>(batch) * plan.vocab);
   std::vector<BatchRow> rows;
   std::vector<int> wanted_pos;  // scored position each logits row predicts
+  std::vector<ScoredRow> scored;
   for (size_t w = 0; w < windows.size(); ++w) {
     const PerplexityWindow& win = windows[w];
     if (static_cast<int>(win.ids.size()) != ctx) return Status::Error("internal: windows of different sizes");
@@ -80,15 +87,36 @@ Status ScorePerplexityWindows(Model& model, const std::vector<PerplexityWindow>&
         if (want) wanted_pos.push_back(i + 1);
       }
       G4_RETURN_IF_ERROR(model.Forward(rows, act, wanted_pos.empty() ? nullptr : logits.data()));
-      for (size_t r = 0; r < wanted_pos.size(); ++r) {
-        float* row = logits.data() + r * plan.vocab;
-        ApplySoftcapInPlace(row, plan.vocab, static_cast<float>(plan.softcap));
-        G4_RETURN_IF_ERROR(on_row(ScoredRow{static_cast<int>(w), wanted_pos[r], win.ids[wanted_pos[r]], row}));
-      }
+      if (wanted_pos.empty()) continue;
+      // The softcap (a tanh per logit: 262,144 per row on Gemma) in blocks over the pool; each
+      // logit's value does not depend on the split.
+      const int64_t n_logits = static_cast<int64_t>(wanted_pos.size()) * plan.vocab;
+      const float cap = static_cast<float>(plan.softcap);
+      model.pool().ParallelFor((n_logits + kSoftcapBlock - 1) / kSoftcapBlock, [&](int64_t b, int) {
+        const int64_t from = b * kSoftcapBlock;
+        ApplySoftcapInPlace(logits.data() + from, static_cast<int>(std::min(kSoftcapBlock, n_logits - from)), cap);
+      });
+      scored.clear();
+      for (size_t r = 0; r < wanted_pos.size(); ++r)
+        scored.push_back(ScoredRow{static_cast<int>(w), wanted_pos[r], win.ids[wanted_pos[r]],
+                                   logits.data() + r * plan.vocab});
+      G4_RETURN_IF_ERROR(on_chunk(scored));
     }
     if (on_window) on_window(static_cast<int>(w) + 1);
   }
   return OkStatus();
+}
+
+Status ScorePerplexityWindows(Model& model, const std::vector<PerplexityWindow>& windows, int batch,
+                              const std::function<Status(const ScoredRow&)>& on_row,
+                              const std::function<void(int)>& on_window) {
+  return ScorePerplexityChunks(
+      model, windows, batch,
+      [&](const std::vector<ScoredRow>& rows) -> Status {
+        for (const ScoredRow& row : rows) G4_RETURN_IF_ERROR(on_row(row));
+        return OkStatus();
+      },
+      on_window);
 }
 
 void LogSoftmax(const float* logits, int n, std::vector<double>& out) {
@@ -160,6 +188,28 @@ KlSample CompareWithBase(const TopKRecord& base, const std::vector<double>& logp
   s.base_logprob = base.target_logprob;
   s.logprob = static_cast<float>(logprobs[base.target]);
   return s;
+}
+
+RowScorer::RowScorer(ThreadPool* pool, int vocab)
+    : pool_(pool), vocab_(vocab), scratch_(pool ? pool->size() : 1) {}
+
+void RowScorer::Score(const std::vector<ScoredRow>& rows, int top_k, const std::vector<const TopKRecord*>& bases,
+                      std::vector<RowScore>& out) {
+  out.resize(rows.size());
+  auto score = [&](int64_t i, int thread) {
+    std::vector<double>& lp = scratch_[thread];
+    const ScoredRow& row = rows[i];
+    RowScore& s = out[i];
+    LogSoftmax(row.logits, vocab_, lp);
+    s.logprob = lp[row.target];
+    if (top_k > 0) s.top = SummarizeDistribution(lp, row.target, top_k);
+    if (!bases.empty() && bases[i]) s.kl = CompareWithBase(*bases[i], lp);
+  };
+  if (!pool_ || pool_->size() == 1 || rows.size() < 2) {
+    for (size_t i = 0; i < rows.size(); ++i) score(static_cast<int64_t>(i), 0);
+    return;
+  }
+  pool_->ParallelFor(static_cast<int64_t>(rows.size()), score);
 }
 
 double PerplexityAccumulator::Perplexity() const { return std::exp(MeanNll()); }

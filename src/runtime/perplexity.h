@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/thread_pool.h"
 #include "io/logits_file.h"
 #include "model/forward.h"
 
@@ -42,8 +43,15 @@ struct ScoredRow {
 };
 
 // Runs every window through the model from an empty cache, `batch` rows per Forward (only the rows
-// whose logits are needed compute the LM head), and calls on_row for each scored position in
-// order; on_window (may be null) after each window.
+// whose logits are needed compute the LM head), and calls on_chunk with the scored positions of
+// each Forward, in order (never empty); on_window (may be null) after each window. Under tensor
+// parallelism every rank runs it (the same Forward calls); an error on_chunk returns ends this
+// rank's loop, so a rank that must stay in step with its peers reports errors after the loop.
+Status ScorePerplexityChunks(Model& model, const std::vector<PerplexityWindow>& windows, int batch,
+                             const std::function<Status(const std::vector<ScoredRow>&)>& on_chunk,
+                             const std::function<void(int windows_done)>& on_window = nullptr);
+
+// The same, one scored position at a time.
 Status ScorePerplexityWindows(Model& model, const std::vector<PerplexityWindow>& windows, int batch,
                               const std::function<Status(const ScoredRow&)>& on_row,
                               const std::function<void(int windows_done)>& on_window = nullptr);
@@ -80,6 +88,31 @@ class PerplexityAccumulator {
  private:
   double sum_ = 0, sum_sq_ = 0;
   int64_t n_ = 0;
+};
+
+// What `g4 perplexity` takes from one scored row: the target's log-probability, the top-K summary
+// it saves (top_k > 0) and the comparison with a saved base record (base non-null).
+struct RowScore {
+  double logprob = 0;
+  TopKRecord top;
+  KlSample kl;
+};
+
+// Scores rows[i] against bases[i] (bases empty, or one per row, null = none) into out[i]: the
+// log-softmax over the vocabulary in double and what follows from it, the costly part of a
+// perplexity run on a large vocabulary. One task per row on `pool` (null: the calling thread);
+// each row is computed by one thread with the same operations in the same order, so the results
+// are bitwise the same for any pool size. Keeps one vocabulary-sized scratch row per thread.
+class RowScorer {
+ public:
+  RowScorer(ThreadPool* pool, int vocab);
+  void Score(const std::vector<ScoredRow>& rows, int top_k, const std::vector<const TopKRecord*>& bases,
+             std::vector<RowScore>& out);
+
+ private:
+  ThreadPool* pool_;
+  int vocab_;
+  std::vector<std::vector<double>> scratch_;
 };
 
 struct KlSummary {

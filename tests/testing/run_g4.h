@@ -15,4 +15,11 @@ struct G4RunResult {
 // Runs `$G4_BINARY_DIR/g4 ARGS` through the shell.
 G4RunResult RunG4(const std::string& args, bool merge_stderr = true);
 
+// `mpirun -np NP ` with the settings a container with few cores needs, as a command prefix.
+std::string MpirunPrefix(int np);
+// True when mpirun is on the PATH.
+bool HaveMpirun();
+// Runs `mpirun -np NP $G4_BINARY_DIR/g4 ARGS` (MpirunPrefix) through the shell.
+G4RunResult RunG4Mpi(int np, const std::string& args, bool merge_stderr = true);
+
 }  // namespace g4
