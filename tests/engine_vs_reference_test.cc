@@ -91,7 +91,7 @@ TEST_P(EngineVsReference, TeacherForcedLogitsAndGreedyTokens) {
 }
 
 TEST_P(EngineVsReference, BlockedAttentionOverManyKeyBlocksMatchesReference) {
-  // A prompt several windows long prefilled in one call, with attention tiles far smaller than
+  // A prompt three windows long prefilled in one call, with attention tiles far smaller than
   // the prompt: every row's keys span many key blocks (running max and sum across blocks) and the
   // rows go in many query blocks, on full and sliding (wrapped ring) layers alike.
   const std::string dir = TinyCheckpoint(GetParam());
@@ -102,11 +102,12 @@ TEST_P(EngineVsReference, BlockedAttentionOverManyKeyBlocksMatchesReference) {
   ASSERT_TRUE(model.ok()) << model.status().message();
   int window = 0;
   for (const auto& l : (*model)->plan().layers) window = std::max(window, l.window);
-  const std::vector<int> prompt = RandomPromptIds(4 * window + 9, (*model)->plan().vocab, 5);
+  const std::vector<int> prompt = RandomPromptIds(3 * window + 9, (*model)->plan().vocab, 5);
   auto ref64 = (*ref)->Logits<double>(prompt);
-  auto ref32 = (*ref)->Logits<float>(prompt);
-  ASSERT_TRUE(ref64.ok() && ref32.ok());
-  const double tol = std::max(2e-3, 5 * MaxAbsDiff(*ref32, *ref64));
+  ASSERT_TRUE(ref64.ok());
+  // The floor of TeacherForcedLogitsAndGreedyTokens' tolerance (its measured float noise is
+  // below it on every preset); the float reference is not rerun here to keep the test short.
+  const double tol = 2e-3;
   const int whole = static_cast<int>(prompt.size());
   for (AttentionTiles tiles : {AttentionTiles{4, 5}, AttentionTiles{32, window / 2}}) {
     (*model)->set_attention_tiles(tiles);
