@@ -13,6 +13,7 @@
 
 #include "base/half.h"
 #include "base/thread_pool.h"
+#include "kernels/attention.h"
 #include "kernels/cpu_kernels.h"
 #include "kernels/kv_format.h"
 #include "kernels/ops.h"
@@ -161,8 +162,46 @@ BENCHMARK(BM_Prefill)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_QuantizeActivations);
 BENCHMARK(BM_ArgMax);
+// Attention of one prefill chunk of `rows` rows deep in a full-attention cache (E2B's global
+// layers: head_dim 512, 8 query heads on 1 KV head), over the thread pool: the cost that grows
+// with the prompt. Reports prompt rows per second for this one layer.
+void BM_AttendPrefill(benchmark::State& state) {
+  const int hd = 512, nq = 8, rows = static_cast<int>(state.range(0));
+  const int64_t depth = state.range(1), ctx = depth + rows;
+  const KvType type = static_cast<KvType>(state.range(2));
+  const int threads = static_cast<int>(state.range(3));
+  const int64_t stride = static_cast<int64_t>(KvBytes(type, hd, hd));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  std::vector<uint8_t> k(static_cast<size_t>(ctx) * stride), v(k.size());
+  std::vector<float> row(hd);
+  for (int64_t p = 0; p < ctx; ++p)
+    for (std::vector<uint8_t>* kv : {&k, &v}) {
+      for (float& x : row) x = nd(rng) / 8;
+      StoreKv(type, row.data(), hd, hd, kv->data() + p * stride);
+    }
+  std::vector<float> q(static_cast<size_t>(rows) * nq * hd), out(q.size());
+  for (float& x : q) x = nd(rng);
+  std::vector<AttentionRow> chunk;
+  for (int r = 0; r < rows; ++r)
+    chunk.push_back(AttentionRow{q.data() + static_cast<size_t>(r) * nq * hd,
+                                 out.data() + static_cast<size_t>(r) * nq * hd, depth + r, k.data(),
+                                 v.data(), stride, ctx, type});
+  ThreadPool pool(threads);
+  AttentionScratch scratch;
+  const AttentionShape shape{nq, hd, nq, 0, 0, 0};
+  for (auto _ : state) {
+    Attend(shape, chunk.data(), rows, scratch, pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["rows/s"] = benchmark::Counter(static_cast<double>(rows) * state.iterations(),
+                                                benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(KvTypeName(type)) + " depth " + std::to_string(depth));
+}
+
 BENCHMARK(BM_Attention)->ArgsProduct({{256}, {512}, {0, 1}, {1, 96}, {0, 1, 2}})->UseRealTime();
 BENCHMARK(BM_Attention)->ArgsProduct({{512}, {2048}, {0, 1}, {1, 96}, {0, 1, 2}})->UseRealTime();
+BENCHMARK(BM_AttendPrefill)->ArgsProduct({{64}, {2048, 8192, 32768}, {0, 1}, {2}})->UseRealTime();
 
 }  // namespace
 }  // namespace g4

@@ -90,6 +90,35 @@ TEST_P(EngineVsReference, TeacherForcedLogitsAndGreedyTokens) {
   EXPECT_EQ(result->tokens, expected);
 }
 
+TEST_P(EngineVsReference, BlockedAttentionOverManyKeyBlocksMatchesReference) {
+  // A prompt three windows long prefilled in one call, with attention tiles far smaller than
+  // the prompt: every row's keys span many key blocks (running max and sum across blocks) and the
+  // rows go in many query blocks, on full and sliding (wrapped ring) layers alike.
+  const std::string dir = TinyCheckpoint(GetParam());
+  ASSERT_FALSE(dir.empty());
+  auto ref = reference::ReferenceModel::Load(dir);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  auto model = LoadModel(dir);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  int window = 0;
+  for (const auto& l : (*model)->plan().layers) window = std::max(window, l.window);
+  const std::vector<int> prompt = RandomPromptIds(3 * window + 9, (*model)->plan().vocab, 5);
+  auto ref64 = (*ref)->Logits<double>(prompt);
+  ASSERT_TRUE(ref64.ok());
+  // The floor of TeacherForcedLogitsAndGreedyTokens' tolerance (its measured float noise is
+  // below it on every preset); the float reference is not rerun here to keep the test short.
+  const double tol = 2e-3;
+  const int whole = static_cast<int>(prompt.size());
+  for (AttentionTiles tiles : {AttentionTiles{4, 5}, AttentionTiles{32, window / 2}}) {
+    (*model)->set_attention_tiles(tiles);
+    const double diff = MaxAbsDiff(EngineLogits(**model, prompt, whole), *ref64);
+    std::printf("[%s] %d tokens in one chunk, tiles %dx%d: engine vs float64 %.2e (tol %.1e)\n",
+                GetParam().c_str(), whole, tiles.query_rows, tiles.keys, diff, tol);
+    EXPECT_LT(diff, tol) << "tiles " << tiles.query_rows << "x" << tiles.keys;
+  }
+  (*model)->set_attention_tiles({});
+}
+
 TEST_P(EngineVsReference, PrefillChunksEqualTokenByTokenDecode) {
   const std::string dir = TinyCheckpoint(GetParam(), {.vocab = 512});
   auto model = LoadModel(dir);

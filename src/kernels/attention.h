@@ -2,7 +2,10 @@
 // (docs/gemma4.md §3.3 steps 4-5). The query heads that share a KV head are done together, so each
 // cached K/V row is read once per row, not once per head. A lone decode row splits its visible
 // positions into chunks across threads (a softmax partial per chunk, merged after), so a long
-// context keeps every core busy.
+// context keeps every core busy. Consecutive rows of one sequence (a prefill chunk) go in query
+// blocks over key blocks with a running max and sum per row (flash-attention style), so each key
+// block is read from memory once per query block rather than once per row: prefill at depth is
+// bound by the arithmetic, not by streaming the whole cache for every prompt token.
 //
 // kernels/ knows nothing of the model: the caller passes each row's cache slot as raw pointers.
 // Position p of a slot lives at base + (p % capacity) * stride bytes (a sliding layer's ring
@@ -44,6 +47,14 @@ struct AttentionRow {
   KvType type = KvType::kF32;
 };
 
+// Tile sizes of the blocked path; 0 picks them (query blocks of up to 32 rows, fewer when the
+// threads would lack tasks; key blocks of ~128 KiB of K per KV head). Tests set small ones to
+// exercise many blocks on tiny models.
+struct AttentionTiles {
+  int query_rows = 0;  // rows of one sequence per query block (at most 32)
+  int keys = 0;        // positions per key block
+};
+
 // Per-thread score rows and the split-decode partials, sized once (Reserve) so a decode step does
 // not allocate. Attend grows them if a call needs more than was reserved.
 class AttentionScratch {
@@ -52,19 +63,21 @@ class AttentionScratch {
   // `max_head_dim`, and rows that see up to `max_positions` positions.
   void Reserve(int threads, int max_heads_q, int max_head_dim, int64_t max_positions);
 
- private:
-  friend void Attend(const AttentionShape&, const AttentionRow*, int, AttentionScratch&,
-                     ThreadPool&);
-  float* scores(int thread) { return scores_.data() + static_cast<size_t>(thread) * per_thread_; }
+  // For attention.cc: grows the buffers to at least this (never shrinks them).
   void Ensure(int threads, size_t per_thread, size_t partial);
+  float* scores(int thread) { return scores_.data() + static_cast<size_t>(thread) * per_thread_; }
+  float* partials() { return partial_.data(); }
+  std::vector<int>& query_blocks() { return query_blocks_; }
 
+ private:
   std::vector<float> scores_;  // [threads][per_thread_]
   size_t per_thread_ = 0;
   std::vector<float> partial_;  // split decode: [run][split][head in run][max, sum, out[hd]]
+  std::vector<int> query_blocks_;  // the blocked path's first row of each query block, then n_rows
 };
 
 // Computes rows[i].out for every row, using the pool's threads.
 void Attend(const AttentionShape& shape, const AttentionRow* rows, int n_rows,
-            AttentionScratch& scratch, ThreadPool& pool);
+            AttentionScratch& scratch, ThreadPool& pool, AttentionTiles tiles = {});
 
 }  // namespace g4

@@ -81,7 +81,7 @@ struct Sequence {
 // Runs Attend over every sequence's rows at once and returns the largest |error| vs the naive
 // attention, relative to the largest |output|.
 double MaxError(const AttentionShape& shape, const std::vector<Sequence>& seqs, int threads,
-                uint64_t seed, KvType type = KvType::kF32) {
+                uint64_t seed, KvType type = KvType::kF32, AttentionTiles tiles = {}) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const int hd = shape.head_dim, qdim = shape.n_heads_q * hd;
@@ -105,7 +105,7 @@ double MaxError(const AttentionShape& shape, const std::vector<Sequence>& seqs, 
     }
   ThreadPool pool(threads);
   AttentionScratch scratch;  // left unreserved: Attend must grow it
-  Attend(shape, rows.data(), n_rows, scratch, pool);
+  Attend(shape, rows.data(), n_rows, scratch, pool, tiles);
   double err = 0, scale = 0;
   for (int r = 0; r < n_rows; ++r) {
     const std::vector<double> want = NaiveAttention(shape, rows[r]);
@@ -197,6 +197,58 @@ TEST(Attention, CompactCachesMatchNaiveOverTheirStoredValues) {
       EXPECT_LT(MaxError(AttentionShape{8, 32, 4, 8, 2, 0}, {{30, 4, 64}}, threads, 5, type),
                 kTolerance);
     }
+}
+
+TEST(Attention, BlockedPrefillOverManyKeyBlocksMatchesNaive) {
+  // A prefill chunk deep in a full-attention cache and one over a wrapped sliding ring, cut into
+  // query blocks of 1-32 rows and key blocks of 7-64 positions (7: blocks that straddle the
+  // chunk's causal edge and the ring's wrap unevenly), beside a second sequence in the same call.
+  for (int threads : {1, 2, 3})
+    for (AttentionTiles tiles : {AttentionTiles{4, 7}, AttentionTiles{32, 64}, AttentionTiles{1, 16},
+                                 AttentionTiles{5, 300}, AttentionTiles{}}) {
+      SCOPED_TRACE(testing::Message() << "threads " << threads << " tiles " << tiles.query_rows
+                                      << "x" << tiles.keys);
+      EXPECT_LT(MaxError(Shape(8, 64, 8), {{300, 40, 400}, {0, 9, 400}}, threads, 21,
+                         KvType::kF32, tiles),
+                kTolerance);
+      EXPECT_LT(MaxError(Shape(4, 32, 2, 48), {{200, 24, 48 + 23}}, threads, 22, KvType::kF32, tiles),
+                kTolerance);
+      EXPECT_LT(MaxError(Shape(4, 32, 4), {{100, 17, 200}}, threads, 23, KvType::kQ8, tiles),
+                kTolerance);
+    }
+}
+
+TEST(Attention, BlockedRescalingIsNotANoOp) {
+  // Keys whose scores rise block after block force the running max up at every key block, so
+  // each block's rescale of the partial output and sum is needed: skipping it (or using the
+  // stale max) moves the output far beyond the tolerance.
+  const int hd = 16, capacity = 256;
+  Slot slot{capacity, static_cast<int64_t>(KvBytes(KvType::kF32, hd, hd)), {}, {}};
+  slot.k.resize(capacity * slot.stride);
+  slot.v.resize(capacity * slot.stride);
+  std::vector<float> q(static_cast<size_t>(8) * hd, 0.0f);
+  for (int r = 0; r < 8; ++r) q[r * hd] = 1.0f;
+  for (int p = 0; p < capacity; ++p) {
+    float* k = reinterpret_cast<float*>(slot.k.data() + p * slot.stride);
+    float* v = reinterpret_cast<float*>(slot.v.data() + p * slot.stride);
+    for (int d = 0; d < hd; ++d) k[d] = v[d] = 0;
+    k[0] = 0.05f * p;            // score grows with the position
+    v[1 + p % (hd - 1)] = 1.0f;  // each position writes its own coordinate
+  }
+  std::vector<float> out(q.size(), NAN);
+  std::vector<AttentionRow> rows;
+  for (int r = 0; r < 8; ++r)
+    rows.push_back(AttentionRow{q.data() + r * hd, out.data() + r * hd, 240 + r, slot.k.data(),
+                                slot.v.data(), slot.stride, capacity, KvType::kF32});
+  ThreadPool pool(1);
+  AttentionScratch scratch;
+  Attend(Shape(1, hd, 1), rows.data(), 8, scratch, pool, AttentionTiles{8, 8});
+  double err = 0;
+  for (int r = 0; r < 8; ++r) {
+    const std::vector<double> want = NaiveAttention(Shape(1, hd, 1), rows[r]);
+    for (int i = 0; i < hd; ++i) err = std::max(err, std::abs(want[i] - out[r * hd + i]));
+  }
+  EXPECT_LT(err, kTolerance);
 }
 
 }  // namespace

@@ -178,7 +178,8 @@ void Model::Attention(const LayerPlan& lp, const std::vector<BatchRow>& rows, Ac
   }
   const AttentionShape shape{lp.n_heads_q,     lp.head_dim,        lp.group_size,
                              lp.q_head_offset, lp.kv_head_offset, lp.window};
-  Attend(shape, act.attention_rows.data(), static_cast<int>(rows.size()), act.attention, *pool_);
+  Attend(shape, act.attention_rows.data(), static_cast<int>(rows.size()), act.attention, *pool_,
+         attention_tiles_);
 }
 
 // Rows of one cache must be consecutive from its n_past (decode: one row each; prefill: a run),

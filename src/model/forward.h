@@ -70,6 +70,8 @@ class Model {
 
   // For tests: disables the layer_scalar multiply (proves the tests notice its absence).
   void set_skip_layer_scalar(bool skip) { skip_layer_scalar_ = skip; }
+  // For tests and measurements: the blocked attention's tile sizes (kernels/attention.h; 0 = auto).
+  void set_attention_tiles(AttentionTiles tiles) { attention_tiles_ = tiles; }
 
  private:
   struct RopeConfig {
@@ -96,6 +98,7 @@ class Model {
   int max_rope_pairs_ = 0;
   int max_heads_q_ = 0, max_head_dim_ = 0;  // over the layers: sizes the attention scratch
   bool skip_layer_scalar_ = false;
+  AttentionTiles attention_tiles_;
   Communicator* comm_ = nullptr;
 };
 

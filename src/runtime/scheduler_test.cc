@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <thread>
+#include <tuple>
 
 #include "model/loader.h"
 #include "runtime/generate.h"
@@ -124,6 +126,62 @@ TEST_F(SchedulerTest, BatchedGreedyEqualsAloneTokenForToken) {
   for (int i = 0; i < n; ++i)
     ASSERT_EQ(queued.Submit(again[i].Request(prompts[i], max_new)).admission, Admission::kAccepted);
   for (int i = 0; i < n; ++i) EXPECT_EQ(again[i].future.get().tokens, alone[i]) << "sequence " << i;
+}
+
+TEST_F(SchedulerTest, ShortRequestKeepsDecodingWhileALongPromptPrefillsInChunks) {
+  // A long prompt is prefilled --prefill-chunk rows per step, beside the other slots' decode
+  // rows: a sequence already decoding gets a token at every one of those steps instead of waiting
+  // for the whole prompt, and chunking changes neither sequence's tokens.
+  ASSERT_NE(model_, nullptr);
+  const int vocab = model_->plan().vocab;
+  const int chunk = 8, long_len = 100;
+  SchedulerOptions so;
+  so.parallel = 2;
+  so.context = 160;
+  so.prefill_chunk = chunk;
+  so.max_batch_rows = chunk;
+  so.prefix_reuse = false;
+  Scheduler scheduler(*model_, so);
+  std::atomic<int> short_tokens{0};
+  std::atomic<int> short_tokens_at_long_first{-1};
+  std::promise<void> short_started;
+  Runner shorter;
+  SequenceRequest a = shorter.Request(Prompt(40, 4, vocab), 60);
+  a.on_token = [&, out = shorter.outcome](const TokenInfo& t) {
+    out->tokens.push_back(t.token);
+    if (short_tokens.fetch_add(1) == 0) short_started.set_value();
+    return true;
+  };
+  ASSERT_EQ(scheduler.Submit(std::move(a)).admission, Admission::kAccepted);
+  short_started.get_future().wait();
+  const int before = short_tokens.load();
+  Runner longer;
+  SequenceRequest b = longer.Request(Prompt(41, long_len, vocab), 4);
+  b.on_token = [&, out = longer.outcome](const TokenInfo& t) {
+    if (out->tokens.empty()) short_tokens_at_long_first.store(short_tokens.load());
+    out->tokens.push_back(t.token);
+    return true;
+  };
+  ASSERT_EQ(scheduler.Submit(std::move(b)).admission, Admission::kAccepted);
+  const Outcome long_out = longer.future.get();
+  const Outcome short_out = shorter.future.get();
+  // ceil(100 / 8) = 13 prefill steps, each with a decode row of the short sequence (one step of
+  // slack for the step running while the long one was submitted).
+  const int during = short_tokens_at_long_first.load() - before;
+  EXPECT_GE(during, (long_len + chunk - 1) / chunk - 1)
+      << "the short sequence stalled while the long prompt was prefilled";
+
+  for (const auto& [prompt, max_new, got] :
+       {std::tuple{Prompt(40, 4, vocab), 60, short_out.tokens},
+        std::tuple{Prompt(41, long_len, vocab), 4, long_out.tokens}}) {
+    KvCache cache(model_->plan(), 160, 128);
+    GenerateOptions go;
+    go.max_new_tokens = max_new;
+    go.prefill_chunk = 128;
+    auto alone = Generate(*model_, cache, prompt, go);
+    ASSERT_TRUE(alone.ok()) << alone.status().message();
+    EXPECT_EQ(got, alone->tokens) << "prompt of " << prompt.size() << " tokens";
+  }
 }
 
 TEST_F(SchedulerTest, PrefixReuseGivesTheSameTokens) {
