@@ -3,7 +3,8 @@
 // reports requests/s, aggregate generated tokens/s, mean TTFT and per-stream decode tokens/s.
 //   node bench/serve_load.mjs [--model DIR] [--quant bf16|q8|q4] [--slots 1,4,16] [--requests N|N1,N2,..]
 //                             [--max-tokens 64] [--prompt-tokens 32] [--threads 0]
-//                             [--spec ngram|draft [--draft MODEL] [--draft-max N]] [--repetitive 1]
+//                             [--spec ngram|draft [--draft MODEL] [--draft-max N] [--ngram-min A] [--draft-adaptive]]
+//                             [--repetitive 1]
 // --spec: the server decodes speculatively (docs/speculative.md); the table then adds tokens per
 // target pass and the acceptance rate from /metrics. --repetitive 1: text prompts that repeat a
 // passage (distinct per request), the prompt-lookup case, instead of random token ids.
@@ -23,7 +24,9 @@ const promptTokens = Number(args['prompt-tokens'] || 32);
 const threads = args.threads || '0';
 const quant = args.quant || 'bf16';
 const specFlags = args.spec ? ['--spec', args.spec, ...(args.draft ? ['--draft', args.draft] : []),
-  ...(args['draft-max'] ? ['--draft-max', args['draft-max']] : [])] : [];
+  ...(args['draft-max'] ? ['--draft-max', args['draft-max']] : []),
+  ...(args['ngram-min'] ? ['--ngram-min', args['ngram-min']] : []),
+  ...(process.argv.includes('--draft-adaptive') ? ['--draft-adaptive'] : [])] : [];
 const repetitive = args.repetitive === '1';
 const passages = ['The quick brown fox jumps over the lazy dog while the farmer watches from the barn.',
   'Once upon a time there was a little girl who lived in a village near the forest.',

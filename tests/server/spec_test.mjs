@@ -1,7 +1,7 @@
 // g4 serve --spec ngram (speculative decoding inside continuous batching) gives the same greedy
 // text as g4 serve without it, for 8 concurrent streams on a tiny synthetic model: streamed and
 // not, cut by max_tokens, by a stop string and by the end of the turn; /metrics must show drafts
-// accepted (else the comparison proves nothing) and rejected.
+// accepted (else the comparison proves nothing). Then the same with --spec draft.
 //   node tests/server/spec_test.mjs     (G4_BIN, G4_BINARY_DIR optional)
 import assert from 'node:assert/strict';
 import { haveBinary, metric, run, skipUnless, startServer, test, testModel, g4 } from './harness.mjs';
@@ -65,13 +65,24 @@ test('greedy output with --spec ngram equals plain serving, 8 concurrent streams
     assert.deepEqual(specStopped[i], plainStopped[i], `request ${i} (stop string run) differs with --spec ngram`);
   }
   const accepted = await metric(specServer.url, 'g4_spec_accepted_tokens_total');
-  const drafted = await metric(specServer.url, 'g4_spec_drafted_tokens_total');
+  const proposed = await metric(specServer.url, 'g4_spec_drafted_tokens_total');
   const perPass = await metric(specServer.url, 'g4_spec_tokens_per_target_pass');
-  console.log(`     drafted ${drafted}, accepted ${accepted}, ${perPass.toFixed(2)} tokens per target pass`);
+  console.log(`     drafted ${proposed}, accepted ${accepted}, ${perPass.toFixed(2)} tokens per target pass`);
   assert.ok(accepted > 0, 'no draft was accepted: the comparison proves nothing');
   assert.ok(perPass > 1, `tokens per target pass ${perPass}`);
   specServer.proc.kill('SIGTERM');
   await specServer.exited;
+
+  // A draft model per slot (here the target itself: greedy drafts it must accept), with its own
+  // KV cache per slot.
+  const draftServer = await startServer(model, [...flags, '--spec', 'draft', '--draft', model, '--draft-max', '3']);
+  const drafted = await workload(draftServer.url);
+  for (let i = 0; i < requests.length; i++) assert.deepEqual(drafted[i], plain[i], `request ${i} differs with --spec draft`);
+  const rate = await metric(draftServer.url, 'g4_spec_acceptance_rate');
+  console.log(`     --spec draft (the model itself): acceptance ${rate.toFixed(3)}`);
+  assert.ok(rate > 0.9, `a model drafting for itself had its drafts accepted at ${rate}`);
+  draftServer.proc.kill('SIGTERM');
+  await draftServer.exited;
 });
 
 test('--spec flags are checked before loading', async () => {
