@@ -102,7 +102,16 @@ int RunServe(int argc, char** argv) {
                  "/v1/responses kept in memory for previous_response_id and GET (LRU; 0 = none)");
   app.add_flag("--no-prefix-reuse", no_prefix_reuse, "always prefill the whole prompt");
   app.add_flag("--quiet", quiet, "no per-request log lines");
+  AddSpecOptions(app, m.spec);
   CLI11_PARSE(app, argc, argv);
+  if (Status st = CheckSpecFlags(m.spec); !st.ok()) {
+    std::fprintf(stderr, "g4 serve: %s\n", st.message().c_str());
+    return 2;
+  }
+  if (m.spec.enabled() && (tp > 1 || LaunchedByMpi())) {
+    std::fprintf(stderr, "g4 serve: --spec does not run with --tp (tensor-parallel serving) yet\n");
+    return 2;
+  }
   o.model_dir = m.model_dir;
   o.prefix_reuse = !no_prefix_reuse;
   o.log_requests = !quiet;

@@ -9,6 +9,8 @@
 #include "model/loader.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/tp_serve.h"
+#include "runtime/draft_model_drafter.h"
+#include "runtime/ngram_drafter.h"
 #include "server/log.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -48,11 +50,42 @@ class LoadedEngine : public ServingEngine {
   std::unique_ptr<TensorParallelLeader> tp_;
   bool tp_stopped_ = false;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<Model> draft_model_;  // --spec draft: shared by the slots' drafters
   std::unique_ptr<Tokenizer> tokenizer_;
   std::optional<ChatTemplate> chat_template_;
   EngineInfo info_;
   std::unique_ptr<Scheduler> scheduler_;
 };
+
+// --spec: one drafter per slot, handed to the scheduler through its options. Prompt lookup needs
+// nothing; a draft model is loaded once (the target's format and threads) and each slot's drafter
+// keeps its own KV cache of the slot's context. Draft-model drafters draft greedily whatever a
+// request samples with: a deterministic draft's q is one-hot, which speculative sampling allows.
+Status AddDrafters(const SpecFlags& spec, const ModelOptions& load, Model& target,
+                   SchedulerOptions* so, std::unique_ptr<Model>* draft_model) {
+  if (!spec.enabled()) return OkStatus();
+  G4_RETURN_IF_ERROR(CheckSpecFlags(spec));
+  so->draft_max = spec.draft_max;
+  so->draft_adaptive = spec.adaptive;
+  so->prefill_chunk = ChunkFor(spec, so->prefill_chunk);
+  if (spec.spec == "ngram") {
+    const int n_min = spec.ngram_min, n_max = spec.ngram_max;
+    so->make_drafter = [n_min, n_max](int) { return std::make_unique<NgramDrafter>(n_min, n_max); };
+    return OkStatus();
+  }
+  G4_ASSIGN_OR_RETURN(*draft_model, LoadModel(spec.draft, load));
+  auto drafters = std::make_shared<std::vector<std::unique_ptr<Drafter>>>();
+  for (int i = 0; i < so->parallel; ++i) {
+    G4_ASSIGN_OR_RETURN(std::unique_ptr<DraftModelDrafter> d,
+                        DraftModelDrafter::Create(**draft_model, target.plan().vocab, SamplingParams{},
+                                                  so->context, so->prefill_chunk));
+    drafters->push_back(std::move(d));
+  }
+  so->make_drafter = [drafters](int slot) {
+    return slot < static_cast<int>(drafters->size()) ? std::move((*drafters)[slot]) : nullptr;
+  };
+  return OkStatus();
+}
 
 }  // namespace
 
@@ -86,7 +119,14 @@ Result<std::unique_ptr<ServingEngine>> LoadServingEngine(const ServeModelOptions
   if (engine->tp_)
     engine->tp_->Start(scheduler_options.parallel, scheduler_options.context, scheduler_options.prefill_chunk,
                        scheduler_options.kv_type);
-  engine->scheduler_ = std::make_unique<Scheduler>(*engine->model_, scheduler_options, engine->tp_.get());
+  SchedulerOptions so = scheduler_options;
+  if (model.spec.enabled() && engine->tp_)
+    return Status::Error("--spec does not run with tensor-parallel serving yet");
+  G4_RETURN_IF_ERROR(AddDrafters(model.spec, mo, *engine->model_, &so, &engine->draft_model_));
+  if (model.spec.enabled())
+    ServerLog(Str("speculative decoding: ", model.spec.spec, model.spec.spec == "draft" ? " (" + model.spec.draft + ")" : "",
+                  ", up to ", so.draft_max, " drafted tokens per slot and step", so.draft_adaptive ? " (adaptive)" : ""));
+  engine->scheduler_ = std::make_unique<Scheduler>(*engine->model_, so, engine->tp_.get());
   return std::unique_ptr<ServingEngine>(std::move(engine));
 }
 

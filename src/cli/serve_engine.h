@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "cli/spec_flags.h"
 #include "runtime/serving_engine.h"
 
 namespace g4::cli {
@@ -19,6 +20,8 @@ struct ServeModelOptions {
   // this process is rank 0 of the world (of this size) and the others follow (parallel/tp_serve.h).
   int tp = 1;
   std::string kv_type = "f32";  // the slots' KV cache format (--kv-type, kernels/kv_format.h)
+  // Speculative decoding per slot (--spec, --draft, --draft-max, ...; not under tensor parallelism).
+  SpecFlags spec;
 };
 
 // Loads everything the server needs and starts the scheduler (and the tensor-parallel followers)

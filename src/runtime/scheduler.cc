@@ -40,6 +40,10 @@ Scheduler::Scheduler(Model& model, const SchedulerOptions& options, StepListener
     slots_.push_back(
         std::make_unique<Slot>(model_.plan(), options_.context, options_.prefill_chunk,
                               options_.kv_type, i));
+  // A slot verifies [last, d1..dN] in one call, so N stays below the cache's rows per call.
+  options_.draft_max = std::clamp(options_.draft_max, 1, std::max(1, options_.prefill_chunk - 1));
+  if (options_.make_drafter && options_.prefill_chunk > 1)
+    for (auto& slot : slots_) slot->drafter = options_.make_drafter(slot->index);
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -111,6 +115,12 @@ SchedulerStats Scheduler::stats() const {
   for (const auto& slot : slots_) s.kv_bytes += slot->cache.bytes();
   s.steps = steps_.load();
   s.rows = rows_run_.load();
+  for (const auto& slot : slots_) s.speculative |= slot->drafter != nullptr;
+  s.spec_target_passes = spec_passes_.load();
+  s.spec_tokens = spec_tokens_.load();
+  s.spec_drafted = spec_drafted_.load();
+  s.spec_accepted = spec_accepted_.load();
+  s.spec_draft_seconds = static_cast<double>(spec_draft_ns_.load()) * 1e-9;
   return s;
 }
 
@@ -244,6 +254,15 @@ void Scheduler::Admit(Pending pending) {
   const int room = options_.context - static_cast<int>(slot.request.prompt.size());
   slot.max_new = std::max(1, std::min(slot.request.max_new_tokens, room));
   slot.order = next_order_++;
+  // Drafting would bypass the per-token masks and logprobs: such sequences decode plainly.
+  slot.speculate = slot.drafter && !slot.request.constraint && slot.request.forced_prefixes.empty() &&
+                   slot.request.top_logprobs < 0;
+  if (slot.speculate) {
+    slot.drafter->Reset();
+    slot.draft_len = options_.draft_max;
+    slot.context = slot.request.prompt;
+    slot.context.reserve(slot.context.size() + static_cast<size_t>(slot.max_new));
+  }
 }
 
 void Scheduler::Finish(Slot& slot, const std::string& reason, const std::string& error) {
@@ -276,6 +295,38 @@ void Scheduler::Finish(Slot& slot, const std::string& reason, const std::string&
   if (queue_.empty() && running_ == 0) idle_cv_.notify_all();
 }
 
+void Scheduler::ProposeDrafts() {
+  for (auto& slot_ptr : slots_) {
+    Slot& slot = *slot_ptr;
+    slot.draft.Clear();
+    if (!slot.busy || !slot.speculate || slot.generated.empty()) continue;
+    // Room: every emitted token counts against max_new, every row against the context and the
+    // cache's rows per call.
+    const int64_t past = slot.cache.n_past();
+    const int n_max = static_cast<int>(std::min<int64_t>(
+        {slot.draft_len, slot.max_new - static_cast<int64_t>(slot.generated.size()) - 1,
+         slot.cache.max_context() - past - 1, slot.cache.max_chunk() - 1}));
+    if (n_max <= 0) continue;
+    const auto t0 = Clock::now();
+    DraftRequest request;
+    request.context = &slot.context;
+    request.max_tokens = n_max;
+    request.target_cache = &slot.cache;
+    const Status st = slot.drafter->Propose(request, &slot.draft);
+    spec_draft_ns_.fetch_add(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
+    if (!st.ok()) {
+      Finish(slot, "error", "the drafter failed: " + st.message());
+      continue;
+    }
+    if (static_cast<int>(slot.draft.tokens.size()) > n_max) slot.draft.tokens.resize(n_max);
+    if (slot.draft.q.size() > slot.draft.tokens.size()) slot.draft.q.resize(slot.draft.tokens.size());
+    // A sampling drafter's q is spread over the vocabulary when a residual is built.
+    if (!slot.draft.q.empty() && slot.scratch.q_dense.empty())
+      slot.scratch.q_dense.assign(static_cast<size_t>(model_.plan().vocab), 0.0);
+  }
+}
+
 void Scheduler::Step() {
   const auto now = Clock::now();
   for (auto& slot : slots_) {
@@ -286,12 +337,18 @@ void Scheduler::Step() {
       Finish(*slot, "timeout");
     }
   }
+  if (options_.make_drafter) ProposeDrafts();
 
-  // Rows: one decode row per generating sequence, then prefill chunks first come first served
-  // within the row budget. `owners[i]` is the slot of the i-th row that wants logits.
+  // Rows: per generating sequence its decode row and its drafts, then prefill chunks first come
+  // first served within the row budget. `owners[i]` is the slot of the i-th group of rows that
+  // want logits (1 + drafts for a decoding slot, the chunk's last row for a prefill).
   rows_.clear();
   row_slots_.clear();
-  std::vector<Slot*> owners;
+  struct Owner {
+    Slot* slot;
+    int rows;  // logits rows
+  };
+  std::vector<Owner> owners;
   struct Taken {
     Slot* slot;
     size_t begin, end;
@@ -300,9 +357,14 @@ void Scheduler::Step() {
   for (auto& slot_ptr : slots_) {
     Slot& slot = *slot_ptr;
     if (!slot.busy || slot.generated.empty()) continue;
-    rows_.push_back(BatchRow{slot.generated.back(), slot.cache.n_past(), &slot.cache, true});
+    const int64_t past = slot.cache.n_past();
+    rows_.push_back(BatchRow{slot.generated.back(), past, &slot.cache, true});
     row_slots_.push_back(slot.index);
-    owners.push_back(&slot);
+    for (size_t i = 0; i < slot.draft.tokens.size(); ++i) {
+      rows_.push_back(BatchRow{slot.draft.tokens[i], past + 1 + static_cast<int64_t>(i), &slot.cache, true});
+      row_slots_.push_back(slot.index);
+    }
+    owners.push_back(Owner{&slot, 1 + static_cast<int>(slot.draft.tokens.size())});
   }
   std::vector<Slot*> prefilling;
   for (auto& slot_ptr : slots_)
@@ -321,17 +383,23 @@ void Scheduler::Step() {
       rows_.push_back(BatchRow{prompt[i], slot->cache.n_past() + static_cast<int64_t>(i - begin),
                                &slot->cache, last});
       row_slots_.push_back(slot->index);
-      if (last) owners.push_back(slot);
+      if (last) owners.push_back(Owner{slot, 1});
     }
     taken.push_back(Taken{slot, begin, end});
     budget -= static_cast<int>(k);
   }
   if (rows_.empty()) return;
 
-  // Logits come back in row order among the rows that want them; decode rows come first and
-  // a prefill chunk's only wanted row is its last, so row order == owners order.
+  // Logits come back in row order among the rows that want them; decode rows (and drafts) come
+  // first and a prefill chunk's only wanted row is its last, so row order == owners order.
   const int vocab = model_.plan().vocab;
-  const size_t need = owners.size() * static_cast<size_t>(vocab);
+  std::vector<size_t> first_row(owners.size());
+  size_t logit_rows = 0;
+  for (size_t i = 0; i < owners.size(); ++i) {
+    first_row[i] = logit_rows;
+    logit_rows += static_cast<size_t>(owners[i].rows);
+  }
+  const size_t need = logit_rows * static_cast<size_t>(vocab);
   if (logits_.size() < need) logits_.resize(need);
   if (listener_) listener_->BeforeForward(rows_, row_slots_);
   Status st = model_.Forward(rows_, act_, owners.empty() ? nullptr : logits_.data());
@@ -343,17 +411,23 @@ void Scheduler::Step() {
     kv_used_.store(0);
     return;
   }
-  // The caches now hold the rows' tokens.
+  // The caches now hold the rows' tokens (a slot's rejected drafts are rolled back below).
   for (size_t i = 0; i < rows_.size(); ++i)
     slots_[row_slots_[i]]->cached_tokens.push_back(rows_[i].token);
   for (const Taken& t : taken) t.slot->prompt_done = t.end;
 
   // Sampling is per row with each slot's own sampler, so rows are sampled in parallel (a pass
-  // over the vocabulary per row adds up at 16 rows); callbacks then run in row order.
+  // over the vocabulary per row adds up at 16 rows); callbacks then run in row order. A slot with
+  // drafts is verified: VerifyDrafts appends its kept tokens to `generated` (`verified` of them).
   std::vector<TokenInfo> infos(owners.size());
+  std::vector<int> verified(owners.size(), 0);
   model_.pool().ParallelFor(static_cast<int64_t>(owners.size()), [&](int64_t i, int) {
-    Slot& slot = *owners[i];
-    float* logits = logits_.data() + static_cast<size_t>(i) * vocab;
+    Slot& slot = *owners[i].slot;
+    float* logits = logits_.data() + first_row[i] * vocab;
+    if (!slot.draft.tokens.empty()) {
+      verified[i] = VerifyDrafts(*slot.sampler, logits, vocab, slot.draft, slot.generated, slot.scratch);
+      return;
+    }
     TokenInfo& info = infos[i];
     const uint64_t* allowed = nullptr;
     if (slot.request.constraint) {
@@ -377,7 +451,11 @@ void Scheduler::Step() {
   });
   const auto sampled_at = Clock::now();
   for (size_t i = 0; i < owners.size(); ++i) {
-    Slot& slot = *owners[i];
+    Slot& slot = *owners[i].slot;
+    if (verified[i] > 0) {
+      EmitVerified(slot, verified[i]);
+      continue;
+    }
     const TokenInfo& info = infos[i];
     if (info.token < 0) {
       Finish(slot, "error", "the grammar allows no token here (the vocabulary cannot spell what it expects)");
@@ -389,8 +467,14 @@ void Scheduler::Step() {
       Finish(slot, "error", "every token the grammar allows here has probability 0 (suppressed)");
       continue;
     }
-    if (slot.generated.empty()) slot.first_token = sampled_at;
+    if (slot.generated.empty()) {
+      slot.first_token = sampled_at;
+    } else if (slot.speculate) {
+      spec_passes_.fetch_add(1);  // a pass without a draft (none found, or no room)
+      spec_tokens_.fetch_add(1);
+    }
     slot.generated.push_back(info.token);
+    if (slot.speculate) slot.context.push_back(info.token);
     // Once the grammar is complete with nothing left to add, the sequence ends ("stop") without
     // waiting for an end token.
     const bool grammar_done = slot.request.constraint && slot.request.constraint->IsFinished();
@@ -407,6 +491,45 @@ void Scheduler::Step() {
   for (const auto& slot : slots_)
     if (slot->busy) used += slot->cache.n_past();
   kv_used_.store(used);
+}
+
+void Scheduler::EmitVerified(Slot& slot, int count) {
+  const int n = static_cast<int>(slot.draft.tokens.size());
+  const size_t before = slot.generated.size() - static_cast<size_t>(count);
+  // The cache holds [last, d1..dn] after `past`; it keeps the rows of every emitted token but the
+  // last (the accepted drafts equal the emitted tokens before the target's own).
+  const int64_t past = slot.cache.n_past() - n - 1;
+  spec_passes_.fetch_add(1);
+  spec_drafted_.fetch_add(static_cast<uint64_t>(n));
+  spec_accepted_.fetch_add(static_cast<uint64_t>(count - 1));
+  if (options_.draft_adaptive)
+    slot.draft_len = count - 1 == n ? std::min(options_.draft_max, slot.draft_len + 1)
+                                    : std::max(1, slot.draft_len - 1);
+  // One token at a time, as without drafting: a stop id, a stop string (on_token returns false)
+  // or max_new ends the sequence there and the rest of the accepted tokens are dropped.
+  const char* reason = nullptr;
+  int emitted = 0;
+  const auto& stops = slot.request.stop_ids;
+  while (emitted < count && !reason) {
+    TokenInfo info;
+    info.token = slot.generated[before + emitted++];
+    slot.context.push_back(info.token);
+    const bool keep_going = !slot.request.on_token || slot.request.on_token(info);
+    if (!keep_going || std::find(stops.begin(), stops.end(), info.token) != stops.end())
+      reason = "stop";
+    else if (static_cast<int>(before) + emitted >= slot.max_new)
+      reason = "length";
+  }
+  slot.generated.resize(before + static_cast<size_t>(emitted));
+  spec_tokens_.fetch_add(static_cast<uint64_t>(emitted));
+  if (!slot.cache.RollbackTo(past + emitted)) {
+    Finish(slot, "error", Str("internal: the KV cache cannot roll back to ", past + emitted,
+                              " positions after a speculative pass"));
+    return;
+  }
+  slot.cached_tokens.resize(static_cast<size_t>(past + emitted));
+  if (!reason && slot.cache.n_past() >= slot.cache.max_context()) reason = "length";
+  if (reason) Finish(slot, reason);
 }
 
 }  // namespace g4

@@ -7,6 +7,13 @@
 // The engine's math is per row, so batching never changes a sequence's result: greedy output is
 // the same token for token alone or among others (scheduler_test checks this).
 //
+// Speculative decoding (SchedulerOptions::make_drafter): each decoding slot with a drafter
+// proposes up to draft_max tokens; its rows [last, d1..dN] join the step's one forward pass with
+// logits for each, VerifyDrafts (runtime/speculative.h) keeps what the slot's own sampler agrees
+// with, and the slot's cache rolls back past the rejected rows. Tokens reach the callbacks one by
+// one, so stop strings and max_new_tokens cut exactly where they would without drafting.
+// Constrained sequences (constraint, forced_prefixes) and those asking for logprobs decode plainly.
+//
 // Threads: Submit/Cancel/stats may be called from any thread. Callbacks run on the engine thread
 // and must be quick (detokenize, match stops, hand text to the waiting HTTP thread).
 #pragma once
@@ -26,7 +33,9 @@
 #include "model/forward.h"
 #include "model/kv_cache.h"
 #include "grammar/token_mask.h"
+#include "runtime/drafter.h"
 #include "runtime/sampler.h"
+#include "runtime/speculative.h"
 
 namespace g4 {
 
@@ -109,6 +118,11 @@ struct SchedulerOptions {
   int max_batch_rows = 256; // prefill rows per step across sequences (decode rows always run)
   bool prefix_reuse = true; // keep a free slot's cache and reuse its common prefix
   KvType kv_type = KvType::kF32;  // the slots' cache element format (--kv-type)
+  // Speculative decoding: called once per slot (0 .. parallel-1) by the constructor; a slot whose
+  // drafter is null decodes plainly. Unset: no speculation.
+  std::function<std::unique_ptr<Drafter>(int slot)> make_drafter;
+  int draft_max = 4;  // tokens drafted per slot and step; capped below prefill_chunk (a slot's rows)
+  bool draft_adaptive = false;  // one fewer after a rejection, one more after a full acceptance
 };
 
 struct SchedulerStats {
@@ -120,6 +134,15 @@ struct SchedulerStats {
   size_t kv_bytes = 0;          // allocated cache memory
   uint64_t steps = 0;           // Forward calls so far
   uint64_t rows = 0;            // rows run so far
+  // Speculative decoding (all 0 without it). A target pass is one slot's decode step with
+  // speculation on (a step carrying several slots counts once per slot); it yields 1 + the
+  // accepted drafts of that slot.
+  bool speculative = false;
+  uint64_t spec_target_passes = 0;
+  uint64_t spec_tokens = 0;    // tokens those passes produced
+  uint64_t spec_drafted = 0;   // drafted tokens verified
+  uint64_t spec_accepted = 0;  // of which the target kept
+  double spec_draft_seconds = 0;  // time spent proposing (on the engine thread)
 };
 
 // Sees every step before it runs, on the engine thread: the rows and each row's slot index
@@ -175,6 +198,14 @@ class Scheduler {
     int max_new = 0;
     uint64_t order = 0;  // admission order, so prefill goes first come first served
     int index = 0;       // in slots_
+    // Speculative decoding: the slot's drafter (null: none), whether this sequence drafts, the
+    // drafter's view (prompt + generated), this step's proposal and verification scratch.
+    std::unique_ptr<Drafter> drafter;
+    bool speculate = false;
+    int draft_len = 0;
+    std::vector<int> context;
+    Draft draft;
+    VerifyScratch scratch;
     Slot(const ModelPlan& plan, int context, int chunk, KvType kv_type, int index)
         : cache(plan, context, chunk, kv_type), index(index) {}
   };
@@ -182,6 +213,11 @@ class Scheduler {
   void Loop();
   void Admit(Pending pending);
   void Step();
+  // Each speculating slot's proposal for this step into slot.draft (cleared for the others).
+  void ProposeDrafts();
+  // Hands a verified slot's `count` new tokens (the tail of slot.generated) to its callbacks,
+  // rolls its cache back past the rejected drafts and ends it where a token says so.
+  void EmitVerified(Slot& slot, int count);
   void Finish(Slot& slot, const std::string& reason, const std::string& error = "");
 
   Model& model_;
@@ -204,6 +240,8 @@ class Scheduler {
   uint64_t next_order_ = 0;
   std::atomic<int64_t> kv_used_{0};
   std::atomic<uint64_t> steps_{0}, rows_run_{0};
+  std::atomic<uint64_t> spec_passes_{0}, spec_tokens_{0}, spec_drafted_{0}, spec_accepted_{0};
+  std::atomic<uint64_t> spec_draft_ns_{0};
   std::thread thread_;
 };
 

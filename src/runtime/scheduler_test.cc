@@ -12,6 +12,7 @@
 
 #include "model/loader.h"
 #include "runtime/generate.h"
+#include "runtime/ngram_drafter.h"
 #include "testing/checkpoints.h"
 
 namespace g4 {
@@ -438,6 +439,104 @@ TEST_F(SchedulerTest, ForcedPrefixThenFreeContinuation) {
   SequenceRequest bad = f.Request(prompt, 4);
   bad.forced_prefixes = {{1, vocab}};
   EXPECT_EQ(scheduler.Submit(std::move(bad)).admission, Admission::kInvalid);
+}
+
+// Proposes the plain greedy continuation of whichever prompt the context starts with, with the
+// last token of every other proposal changed: drafts are partly accepted, partly rejected, so
+// verification, rollback and emission are all exercised whatever the random weights say.
+class ScriptedDrafter : public Drafter {
+ public:
+  ScriptedDrafter(const std::vector<std::vector<int>>* prompts, const std::vector<std::vector<int>>* plain, int vocab)
+      : prompts_(prompts), plain_(plain), vocab_(vocab) {}
+  const char* name() const override { return "scripted"; }
+  Status Propose(const DraftRequest& request, Draft* draft) override {
+    draft->Clear();
+    const std::vector<int>& ctx = *request.context;
+    for (size_t s = 0; s < prompts_->size(); ++s) {
+      const std::vector<int>& p = (*prompts_)[s];
+      if (ctx.size() < p.size() || !std::equal(p.begin(), p.end(), ctx.begin())) continue;
+      const size_t k = ctx.size() - p.size();  // tokens generated so far
+      const std::vector<int>& out = (*plain_)[s];
+      for (size_t i = k; i < out.size() && static_cast<int>(draft->tokens.size()) < request.max_tokens; ++i)
+        draft->tokens.push_back(out[i]);
+      if (++calls_ % 2 == 0 && !draft->tokens.empty())
+        draft->tokens.back() = (draft->tokens.back() + 1) % vocab_;
+      break;
+    }
+    return OkStatus();
+  }
+
+ private:
+  const std::vector<std::vector<int>>* prompts_;
+  const std::vector<std::vector<int>>* plain_;
+  int vocab_;
+  int calls_ = 0;
+};
+
+TEST_F(SchedulerTest, SpeculatingAndPlainSlotsGiveThePlainTokens) {
+  ASSERT_NE(model_, nullptr);
+  const int vocab = model_->plan().vocab;
+  const int n = 8, max_new = 23;  // not a multiple of draft_max + 1: max_new must cut a pass
+  // Repetitive prompts, so prompt lookup finds matches.
+  std::vector<std::vector<int>> prompts;
+  for (int i = 0; i < n; ++i) {
+    const std::vector<int> unit = Prompt(200 + i, 3 + i % 3, vocab);
+    std::vector<int> p;
+    for (int r = 0; r < 4; ++r) p.insert(p.end(), unit.begin(), unit.end());
+    prompts.push_back(p);
+  }
+  std::vector<std::vector<int>> plain;
+  for (int i = 0; i < n; ++i) {
+    KvCache cache(model_->plan(), 128, 64);
+    GenerateOptions go;
+    go.max_new_tokens = max_new;
+    auto r = Generate(*model_, cache, prompts[i], go);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    plain.push_back(r->tokens);
+  }
+
+  // Slots 0, 3, 6: scripted drafts; 1, 4, 7: prompt lookup; 2, 5: none.
+  SchedulerOptions so;
+  so.parallel = n;
+  so.context = 128;
+  so.prefill_chunk = 8;
+  so.draft_max = 4;
+  so.make_drafter = [&](int slot) -> std::unique_ptr<Drafter> {
+    if (slot % 3 == 0) return std::make_unique<ScriptedDrafter>(&prompts, &plain, vocab);
+    if (slot % 3 == 1) return std::make_unique<NgramDrafter>(1, 3);
+    return nullptr;
+  };
+  Scheduler scheduler(*model_, so);
+  for (int round = 0; round < 2; ++round) {  // the second reuses the rolled-back caches' prefixes
+    std::vector<Runner> runners(n);
+    for (int i = 0; i < n; ++i)
+      ASSERT_EQ(scheduler.Submit(runners[i].Request(prompts[i], max_new)).admission, Admission::kAccepted);
+    for (int i = 0; i < n; ++i) {
+      Outcome o = runners[i].future.get();
+      EXPECT_EQ(o.result.finish_reason, "length");
+      EXPECT_EQ(o.tokens, plain[i]) << "round " << round << ", sequence " << i;
+      EXPECT_EQ(o.result.completion_tokens, max_new);
+    }
+  }
+  const SchedulerStats s = scheduler.stats();
+  EXPECT_TRUE(s.speculative);
+  EXPECT_GT(s.spec_accepted, 0u) << "no draft was accepted: the test proves nothing";
+  EXPECT_LT(s.spec_accepted, s.spec_drafted) << "no draft was rejected: rollback untested";
+  EXPECT_GT(s.spec_tokens, s.spec_target_passes);
+
+  // A callback that stops mid-pass (a stop string) ends the sequence exactly there.
+  Runner stopper;
+  SequenceRequest r = stopper.Request(prompts[0], max_new);
+  auto out = stopper.outcome;
+  r.on_token = [out](const TokenInfo& t) {
+    out->tokens.push_back(t.token);
+    return out->tokens.size() < 7;
+  };
+  ASSERT_EQ(scheduler.Submit(std::move(r)).admission, Admission::kAccepted);
+  Outcome o = stopper.future.get();
+  EXPECT_EQ(o.result.finish_reason, "stop");
+  EXPECT_EQ(o.tokens, std::vector<int>(plain[0].begin(), plain[0].begin() + 7));
+  EXPECT_EQ(o.result.completion_tokens, 7);
 }
 
 }  // namespace

@@ -75,6 +75,27 @@ namespace {
 void Header(std::string* out, const char* name, const char* type, const char* help) {
   *out += Str("# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
 }
+// --spec: a target pass is one slot's decode step with speculation on; it yields 1 + the drafts
+// the target kept.
+void RenderSpeculative(const SchedulerStats& s, std::string* out) {
+  Header(out, "g4_spec_target_passes_total", "counter", "Speculating slots' decode steps (target passes).");
+  *out += Str("g4_spec_target_passes_total ", s.spec_target_passes, "\n");
+  Header(out, "g4_spec_tokens_total", "counter", "Tokens those target passes produced.");
+  *out += Str("g4_spec_tokens_total ", s.spec_tokens, "\n");
+  Header(out, "g4_spec_drafted_tokens_total", "counter", "Drafted tokens verified by the target.");
+  *out += Str("g4_spec_drafted_tokens_total ", s.spec_drafted, "\n");
+  Header(out, "g4_spec_accepted_tokens_total", "counter", "Drafted tokens the target kept.");
+  *out += Str("g4_spec_accepted_tokens_total ", s.spec_accepted, "\n");
+  Header(out, "g4_spec_draft_seconds_total", "counter", "Time spent drafting (on the engine thread).");
+  *out += Str("g4_spec_draft_seconds_total ", s.spec_draft_seconds, "\n");
+  Header(out, "g4_spec_acceptance_rate", "gauge", "Accepted / drafted tokens since start.");
+  *out += Str("g4_spec_acceptance_rate ",
+              s.spec_drafted ? static_cast<double>(s.spec_accepted) / s.spec_drafted : 0.0, "\n");
+  Header(out, "g4_spec_tokens_per_target_pass", "gauge", "Tokens per speculating slot's decode step since start.");
+  *out += Str("g4_spec_tokens_per_target_pass ",
+              s.spec_target_passes ? static_cast<double>(s.spec_tokens) / s.spec_target_passes : 0.0, "\n");
+}
+
 }  // namespace
 
 std::string Metrics::Render(const ServerGauges& g) const {
@@ -131,6 +152,7 @@ std::string Metrics::Render(const ServerGauges& g) const {
     out += Str("g4_decode_steps_total ", s.steps, "\n");
     Header(&out, "g4_batch_rows_total", "counter", "Rows (tokens) run through those calls.");
     out += Str("g4_batch_rows_total ", s.rows, "\n");
+    if (s.speculative) RenderSpeculative(s, &out);
   }
   Header(&out, "process_resident_memory_bytes", "gauge", "Resident memory (from /proc/self/statm).");
   out += Str("process_resident_memory_bytes ", ResidentBytes(), "\n");

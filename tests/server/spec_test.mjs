@@ -1,0 +1,98 @@
+// g4 serve --spec ngram (speculative decoding inside continuous batching) gives the same greedy
+// text as g4 serve without it, for 8 concurrent streams on a tiny synthetic model: streamed and
+// not, cut by max_tokens, by a stop string and by the end of the turn; /metrics must show drafts
+// accepted (else the comparison proves nothing). Then the same with --spec draft.
+//   node tests/server/spec_test.mjs     (G4_BIN, G4_BINARY_DIR optional)
+import assert from 'node:assert/strict';
+import { haveBinary, metric, run, skipUnless, startServer, test, testModel, g4 } from './harness.mjs';
+
+skipUnless(haveBinary(), `no g4 binary at ${g4}`);
+
+async function post(url, body) {
+  return fetch(url + '/v1/completions', { method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify(body) });
+}
+// The text and finish reason of one completion, streamed or not.
+async function complete(url, body) {
+  const r = await post(url, body);
+  assert.equal(r.status, 200, await r.clone().text());
+  if (!body.stream) {
+    const j = await r.json();
+    return { text: j.choices[0].text, finish: j.choices[0].finish_reason, tokens: j.usage.completion_tokens };
+  }
+  let text = '', finish = null, done = false;
+  for (const ev of (await r.text()).split('\n\n')) {
+    if (!ev.startsWith('data: ')) continue;
+    if (ev === 'data: [DONE]') { done = true; continue; }
+    const j = JSON.parse(ev.slice(6));
+    assert.ok(!j.error, JSON.stringify(j.error));
+    for (const c of j.choices || []) { text += c.text || ''; finish = c.finish_reason || finish; }
+  }
+  assert.ok(done, 'the stream ended without [DONE]');
+  return { text, finish };
+}
+
+// Repetitive prompts, so that prompt lookup finds what the output copies.
+const units = ['the red fox jumps over the lazy dog', 'one two three four five six', 'abc def abc def ghi',
+  'lorem ipsum dolor sit amet', 'print(x); print(y); print(z);', 'ha ha ha he he', 'north south east west',
+  'alpha beta gamma delta'];
+const requests = units.map((u, i) => ({
+  prompt: `${u}. ${u}. ${u}. ${u}.`, temperature: 0, max_tokens: 17 + i, stream: i % 2 === 1,
+  ignore_eos: i % 4 !== 3,  // some may end their turn
+}));
+
+async function workload(url, stop) {
+  const bodies = requests.map((b, i) => (i === 2 && stop ? { ...b, stop: [stop] } : b));
+  return Promise.all(bodies.map((b) => complete(url, b)));  // 8 at once: one batch
+}
+
+test('greedy output with --spec ngram equals plain serving, 8 concurrent streams', async () => {
+  const model = testModel();
+  const flags = ['--parallel', '8', '--ctx', '256', '--quiet'];
+  const plainServer = await startServer(model, flags);
+  const plain = await workload(plainServer.url);
+  // A stop string from the middle of one answer: both servers must cut there.
+  const stop = plain[2].text.length > 6 ? plain[2].text.slice(3, 6) : null;
+  const plainStopped = stop ? await workload(plainServer.url, stop) : plain;
+  plainServer.proc.kill('SIGTERM');
+  await plainServer.exited;
+
+  const specServer = await startServer(model, [...flags, '--spec', 'ngram', '--draft-max', '4']);
+  const spec = await workload(specServer.url);
+  const specStopped = stop ? await workload(specServer.url, stop) : spec;
+  for (let i = 0; i < requests.length; i++) {
+    assert.deepEqual(spec[i], plain[i], `request ${i} differs with --spec ngram`);
+    assert.deepEqual(specStopped[i], plainStopped[i], `request ${i} (stop string run) differs with --spec ngram`);
+  }
+  const accepted = await metric(specServer.url, 'g4_spec_accepted_tokens_total');
+  const proposed = await metric(specServer.url, 'g4_spec_drafted_tokens_total');
+  const perPass = await metric(specServer.url, 'g4_spec_tokens_per_target_pass');
+  console.log(`     drafted ${proposed}, accepted ${accepted}, ${perPass.toFixed(2)} tokens per target pass`);
+  assert.ok(accepted > 0, 'no draft was accepted: the comparison proves nothing');
+  assert.ok(perPass > 1, `tokens per target pass ${perPass}`);
+  specServer.proc.kill('SIGTERM');
+  await specServer.exited;
+
+  // A draft model per slot (here the target itself: greedy drafts it must accept), with its own
+  // KV cache per slot.
+  const draftServer = await startServer(model, [...flags, '--spec', 'draft', '--draft', model, '--draft-max', '3']);
+  const drafted = await workload(draftServer.url);
+  for (let i = 0; i < requests.length; i++) assert.deepEqual(drafted[i], plain[i], `request ${i} differs with --spec draft`);
+  const rate = await metric(draftServer.url, 'g4_spec_acceptance_rate');
+  console.log(`     --spec draft (the model itself): acceptance ${rate.toFixed(3)}`);
+  assert.ok(rate > 0.9, `a model drafting for itself had its drafts accepted at ${rate}`);
+  draftServer.proc.kill('SIGTERM');
+  await draftServer.exited;
+});
+
+test('--spec flags are checked before loading', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const bad = [['--spec', 'draft'], ['--spec', 'ngram', '--draft-max', '0'], ['--draft', 'x']];
+  for (const flags of bad) {
+    const r = spawnSync(g4, ['serve', '--model', '/nonexistent', '--port', '0', ...flags], { encoding: 'utf8' });
+    assert.equal(r.status, 2, `${flags.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, /--spec|--draft/);
+  }
+});
+
+await run('g4 serve --spec');
