@@ -126,6 +126,7 @@ Status Assistant::Bind(const std::string& dir) {
   up_.resize(p.mlp_width);
   row_.resize(std::max(Ha, Hb));
   next_h_.resize(Hb);
+  chain_h_.resize(Hb);
   step_logits_.resize(p.vocab);
   scores_.resize(p.config.num_centroids);
   candidates_.resize(p.centroid_head() ? static_cast<size_t>(p.config.centroid_top_k) * p.cluster_size() : 0);
@@ -146,7 +147,15 @@ Status Assistant::Step(const KvCache& cache, int token, int64_t pos, const float
   if (pos < 1 || cache.n_past() < pos)
     return Status::Errorf("assistant: position ", pos, " needs the target's cache to hold [0, ",
                           pos, "), it holds ", cache.n_past());
-  // §10.2 input: [target embedding x sqrt(Hb) (the target's own scale), h] -> pre_projection.
+  // Attention scratch for this cache's longest context, once per larger cache (not per token).
+  if (cache.max_context() > reserved_context_) {
+    int max_hd = 0, max_heads = 0;
+    for (const LayerPlan& lp : p.layers)
+      max_hd = std::max(max_hd, lp.head_dim), max_heads = std::max(max_heads, lp.n_heads_q);
+    attention_.Reserve(pool.size(), max_heads, max_hd, cache.max_context());
+    reserved_context_ = cache.max_context();
+  }
+  // §10.3 input: [target embedding x sqrt(Hb) (the target's own scale), h] -> pre_projection.
   const ModelWeights& tw = target_.weights();
   DequantizeRow(tw.embed, token, in_.data());
   for (int i = 0; i < Hb; ++i) in_[i] *= tw.embed_scale;
@@ -193,7 +202,7 @@ Status Assistant::Step(const KvCache& cache, int token, int64_t pos, const float
   return OkStatus();
 }
 
-// §10.4: the tied head over the assistant's own table, densely or through the top clusters.
+// §10.3 step 4: the tied head over the assistant's own table, densely or through the top clusters.
 void Assistant::LmHead(const float* z, float* logits) {
   const AssistantPlan& p = plan_;
   ThreadPool& pool = target_.pool();
@@ -232,12 +241,12 @@ void Assistant::LmHead(const float* z, float* logits) {
 Status Assistant::Draft(const KvCache& cache, int token, int64_t pos, const float* h, int n,
                         std::vector<int>* tokens) {
   tokens->clear();
-  std::vector<float> hidden(h, h + plan_.backbone_hidden);
+  std::copy_n(h, plan_.backbone_hidden, chain_h_.begin());
   for (int i = 0; i < n; ++i) {
-    G4_RETURN_IF_ERROR(Step(cache, token, pos, hidden.data(), step_logits_.data(), next_h_.data()));
+    G4_RETURN_IF_ERROR(Step(cache, token, pos, chain_h_.data(), step_logits_.data(), next_h_.data()));
     token = static_cast<int>(ArgMax(step_logits_.data(), plan_.vocab));
     tokens->push_back(token);
-    hidden.assign(next_h_.begin(), next_h_.end());
+    chain_h_.swap(next_h_);
   }
   return OkStatus();
 }

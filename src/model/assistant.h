@@ -63,7 +63,8 @@ class Assistant {
   std::vector<std::vector<double>> inv_freq_;  // per layer
   // Scratch, sized once.
   std::vector<float> in_, x_, a_, q_, attn_, o_, gate_, up_, z_, row_, scores_, next_h_;
-  std::vector<float> step_logits_, candidates_, cos_, sin_;
+  std::vector<float> step_logits_, candidates_, cos_, sin_, chain_h_;
+  int64_t reserved_context_ = 0;
   std::vector<std::pair<float, int>> ranked_;
   AttentionScratch attention_;
 };
