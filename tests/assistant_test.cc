@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
 #include "model/arch/gemma4_assistant.h"
@@ -137,6 +139,60 @@ TEST(Assistant, TinyPresetsMatchTheirTargetsAndWriteTheTable) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("K/V of 1 heads"), std::string::npos)
       << bad.status().message();
+}
+
+TEST(Assistant, PerLayerConfigFormGivesTheSamePlan) {
+  for (const char* preset : {"e2b", "e4b", "12b"}) {
+    SCOPED_TRACE(preset);
+    auto spec = SynthAssistantPreset(std::string(preset) + "-assistant", "full");
+    ASSERT_TRUE(spec.ok());
+    auto target_cfg = ParseModelConfig(SynthConfigJson(spec->target, {}), "", "t");
+    ASSERT_TRUE(target_cfg.ok());
+    auto target = PlanFromConfig(*target_cfg);
+    ASSERT_TRUE(target.ok());
+    auto flat = ParseAssistantConfig(SynthAssistantConfigJson(*spec, {}), "a");
+    auto per_layer = ParseAssistantConfig(
+        SynthAssistantConfigJson(*spec, {.config_form = SynthConfigForm::kPerLayer}), "a");
+    ASSERT_TRUE(flat.ok() && per_layer.ok()) << per_layer.status().message();
+    auto a = BuildAssistantPlan(*flat, *target), b = BuildAssistantPlan(*per_layer, *target);
+    ASSERT_TRUE(a.ok() && b.ok()) << b.status().message();
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(a->layers[i].head_dim, b->layers[i].head_dim);
+      EXPECT_EQ(a->layers[i].n_heads_kv, b->layers[i].n_heads_kv);
+      EXPECT_EQ(a->layers[i].kv_source, b->layers[i].kv_source);
+      EXPECT_EQ(a->layers[i].rope_pairs, b->layers[i].rope_pairs);
+    }
+  }
+}
+
+TEST(Assistant, ConfigErrorsNameTheField) {
+  auto spec = SynthAssistantPreset("e2b-assistant", "tiny");
+  ASSERT_TRUE(spec.ok());
+  const nlohmann::json good = nlohmann::json::parse(SynthAssistantConfigJson(*spec, {.vocab = 512}));
+  ASSERT_TRUE(ParseAssistantConfig(good.dump(), "a").ok());
+  struct Case {
+    std::function<void(nlohmann::json&)> edit;
+    std::string message;
+  };
+  const Case cases[] = {
+      // Found by fuzz/assistant_config_fuzz.cc: an inner hidden_size of 0 parsed, and the
+      // tensor table then had empty shapes.
+      {[](nlohmann::json& c) { c["text_config"]["hidden_size"] = 0; }, "hidden_size must be positive"},
+      {[](nlohmann::json& c) { c.erase("backbone_hidden_size"); }, "backbone_hidden_size"},
+      {[](nlohmann::json& c) { c["num_centroids"] = 3; }, "num_centroids = 3 must divide"},
+      {[](nlohmann::json& c) { c["centroid_intermediate_top_k"] = 9; }, "exceeds num_centroids"},
+      {[](nlohmann::json& c) { c.erase("text_config"); }, "text_config"},
+      {[](nlohmann::json& c) { c["model_type"] = "gemma4"; }, "gemma4_assistant"},
+      {[](nlohmann::json& c) { c["text_config"]["hidden_size_per_layer_input"] = 8; },
+       "no per-layer embeddings"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = good;
+    c.edit(j);
+    auto r = ParseAssistantConfig(j.dump(), "a");
+    ASSERT_FALSE(r.ok()) << c.message;
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos) << r.status().message();
+  }
 }
 
 TEST(Assistant, CentroidHeadScoresItsCandidatesLikeTheDenseHead) {

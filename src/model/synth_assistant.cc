@@ -105,6 +105,15 @@ std::string SynthAssistantConfigJson(const SynthAssistantSpec& spec, const Synth
       {"full_attention",
        {{"rope_type", "proportional"}, {"rope_theta", 1000000.0}, {"partial_rotary_factor", 0.25}}}};
   t["tie_word_embeddings"] = true;
+  if (options.config_form == SynthConfigForm::kPerLayer) {
+    // transformers >= 5.15: the full layer's geometry in per_layer_config (its KV-head override
+    // only with K=V, as for the targets).
+    t.erase("global_head_dim");
+    t.erase("num_global_key_value_heads");
+    json o = {{"head_dim", tg.global_head_dim}};
+    if (tg.k_eq_v && tg.global_kv_heads > 0) o["num_key_value_heads"] = tg.global_kv_heads;
+    t["per_layer_config"] = {{"3", o}};
+  }
   json c;
   c["model_type"] = tg.unified ? "gemma4_unified_assistant" : "gemma4_assistant";
   c["architectures"] = {tg.unified ? "Gemma4UnifiedAssistantForCausalLM"

@@ -60,6 +60,12 @@ Result<AssistantConfig> ParseAssistantConfig(const std::string& config_json,
   if (c.text.use_double_wide_mlp)
     return Status::Errorf(where, ": text_config.use_double_wide_mlp is not supported on an "
                                  "assistant");
+  {
+    // The inner decoder's geometry must build (positive widths, heads dividing, windows).
+    ModelConfig unshared = c.text;
+    unshared.num_kv_shared_layers = 0;
+    G4_RETURN_IF_ERROR(BuildGemma4Plan(unshared).status());
+  }
   if (c.use_ordered_embeddings) {
     const int V = c.text.vocab_size;
     if (c.num_centroids > V || V % c.num_centroids != 0)
