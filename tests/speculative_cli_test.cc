@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/synth_assistant.h"
 #include "testing/checkpoints.h"
 #include "testing/run_g4.h"
 
@@ -39,6 +40,46 @@ TEST(SpeculativeCli, RunGivesThePlainIdsWithEitherDrafter) {
   }
 }
 
+// The assistant drafter of each tiny preset (written next to the target's cached checkpoint).
+std::string TinyAssistant(const std::string& preset) {
+  auto spec = SynthAssistantPreset(preset + "-assistant", "tiny");
+  EXPECT_TRUE(spec.ok());
+  const std::string dir = TestTempDir(preset + "-assistant");
+  Status st = WriteSynthAssistant(*spec, {.vocab = 512}, dir);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return dir;
+}
+
+TEST(SpeculativeCli, MtpGivesThePlainIdsOnEveryPreset) {
+  for (const char* preset : {"e2b", "e4b", "12b"}) {
+    SCOPED_TRACE(preset);
+    const std::string dir = TinyCheckpoint(preset, {.vocab = 512});
+    const std::string assistant = TinyAssistant(preset);
+    // Past the sliding window (8-16 on the tiny presets), so rollback and the W-1 mask matter.
+    const std::string base = "run --model " + dir +
+                             " --ids 2,17,40,99,17,40,99,5,17,40 -n 40 --ignore-eos --json --threads 1";
+    // The cache's element format changes what the assistant reads: bf16 and q8 too.
+    for (const std::string kv : {"f32", "bf16", "q8"}) {
+      if (kv != "f32" && std::string(preset) != "e2b") continue;  // seconds, not minutes
+      const std::string with_kv = base + " --kv-type " + kv;
+      const G4RunResult plain = RunG4(with_kv);
+      ASSERT_EQ(plain.exit_code, 0) << plain.output;
+      const auto expected = LastJsonLine(plain.output)["ids"];
+      ASSERT_EQ(expected.size(), 40u);
+      for (const std::string flags : {" --draft-max 3", " --draft-max 1 --draft-adaptive"}) {
+        if (kv != "f32" && flags != " --draft-max 3") continue;
+        const std::string spec = "--spec mtp --draft " + assistant + flags;
+        const G4RunResult run = RunG4(with_kv + " " + spec);
+        ASSERT_EQ(run.exit_code, 0) << spec << "\n" << run.output;
+        const nlohmann::json j = LastJsonLine(run.output);
+        EXPECT_EQ(j["ids"], expected) << kv << spec;
+        ASSERT_TRUE(j.contains("speculative")) << run.output;
+        EXPECT_GT(j["speculative"]["drafted"].get<int>(), 0) << spec;
+      }
+    }
+  }
+}
+
 TEST(SpeculativeCli, ClearErrors) {
   const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
   ASSERT_FALSE(dir.empty());
@@ -46,12 +87,13 @@ TEST(SpeculativeCli, ClearErrors) {
   struct Case {
     std::string flags, message;
   };
-  for (const Case& c : {Case{"--spec mtp", "not implemented yet"},
+  for (const Case& c : {Case{"--spec mtp", "--spec mtp needs --draft ASSISTANT_DIR"},
                         Case{"--spec draft", "--spec draft needs --draft MODEL"},
                         Case{"--draft " + dir, "--draft needs --spec draft"},
                         Case{"--spec ngram --draft-max 0", "--draft-max must be between 1 and 64"},
                         Case{"--spec ngram --ngram-min 3 --ngram-max 2", "--ngram-min must be"},
-                        Case{"--spec draft --draft /nonexistent/model", "/nonexistent/model"}}) {
+                        Case{"--spec draft --draft /nonexistent/model", "/nonexistent/model"},
+                        Case{"--spec mtp --draft " + dir, "model_type must be gemma4_assistant"}}) {
     const G4RunResult run = RunG4(base + c.flags);
     EXPECT_NE(run.exit_code, 0) << c.flags;
     EXPECT_NE(run.output.find(c.message), std::string::npos) << c.flags << "\n" << run.output;

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "model/assistant.h"
 #include "runtime/draft_model_drafter.h"
+#include "runtime/mtp_drafter.h"
 #include "runtime/ngram_drafter.h"
 
 namespace g4::cli {
@@ -11,9 +13,9 @@ namespace g4::cli {
 void AddSpecOptions(CLI::App& app, SpecFlags& flags) {
   app.add_option("--spec", flags.spec,
                  "speculative decoding: ngram (prompt lookup), draft (a smaller model, --draft), "
-                 "mtp (Gemma-4's assistant drafter: not available yet), none")
+                 "mtp (Gemma-4's assistant drafter, --draft ASSISTANT_DIR), none")
       ->check(CLI::IsMember({"none", "ngram", "draft", "mtp"}));
-  app.add_option("--draft", flags.draft, "draft model for --spec draft (same vocabulary)");
+  app.add_option("--draft", flags.draft, "draft model for --spec draft (same vocabulary), or the assistant checkpoint for --spec mtp");
   app.add_option("--draft-max", flags.draft_max, "tokens drafted per target pass");
   app.add_flag("--draft-adaptive", flags.adaptive,
                "shrink the draft after a rejection, grow it after a fully accepted one");
@@ -27,12 +29,11 @@ int ChunkFor(const SpecFlags& flags, int chunk) {
 
 Status CheckSpecFlags(const SpecFlags& flags) {
   if (!flags.enabled()) {
-    if (!flags.draft.empty()) return Status::Error("--draft needs --spec draft");
+    if (!flags.draft.empty()) return Status::Error("--draft needs --spec draft or --spec mtp");
     return OkStatus();
   }
-  if (flags.spec == "mtp")
-    return Status::Error("--spec mtp (Gemma-4's assistant drafter) is not implemented yet; use "
-                         "--spec ngram, or --spec draft --draft MODEL");
+  if (flags.spec == "mtp" && flags.draft.empty())
+    return Status::Error("--spec mtp needs --draft ASSISTANT_DIR (the target's assistant checkpoint)");
   if (flags.draft_max < 1 || flags.draft_max > 64)
     return Status::Errorf("--draft-max must be between 1 and 64, not ", flags.draft_max);
   if (flags.spec == "ngram") {
@@ -45,7 +46,7 @@ Status CheckSpecFlags(const SpecFlags& flags) {
   return OkStatus();
 }
 
-Result<SpecSetup> MakeSpecSetup(const SpecFlags& flags, const Model& target,
+Result<SpecSetup> MakeSpecSetup(const SpecFlags& flags, Model& target,
                                 const SamplingParams& sampling, int context,
                                 const ModelOptions& load, const Communicator* comm) {
   G4_RETURN_IF_ERROR(CheckSpecFlags(flags));
@@ -57,7 +58,13 @@ Result<SpecSetup> MakeSpecSetup(const SpecFlags& flags, const Model& target,
     setup.drafter = std::make_unique<NgramDrafter>(flags.ngram_min, flags.ngram_max);
     return setup;
   }
-  if (comm) return Status::Error("--spec draft does not run tensor parallel yet; use --spec ngram");
+  if (comm)
+    return Status::Errorf("--spec ", flags.spec, " does not run tensor parallel yet; use --spec ngram");
+  if (flags.spec == "mtp") {
+    G4_ASSIGN_OR_RETURN(std::unique_ptr<Assistant> assistant, Assistant::Load(flags.draft, target));
+    setup.drafter = std::make_unique<MtpDrafter>(std::move(assistant));
+    return setup;
+  }
   ModelOptions draft_load = load;
   draft_load.comm = nullptr;
   draft_load.tp = 1;

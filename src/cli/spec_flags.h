@@ -19,7 +19,8 @@ namespace g4::cli {
 
 struct SpecFlags {
   std::string spec = "none";  // none | ngram | draft | mtp
-  std::string draft;          // draft model (directory or artifact) for --spec draft
+  std::string draft;          // draft model (directory or artifact) for --spec draft, the
+                              // assistant checkpoint directory for --spec mtp
   int draft_max = 4;
   bool adaptive = false;
   int ngram_min = 1, ngram_max = 3;
@@ -28,7 +29,7 @@ struct SpecFlags {
 
 void AddSpecOptions(CLI::App& app, SpecFlags& flags);
 
-// Refuses inconsistent flags (and --spec mtp, until the assistant drafter lands) before anything loads.
+// Refuses inconsistent flags before anything loads.
 Status CheckSpecFlags(const SpecFlags& flags);
 
 // A drafter made from the flags, with the draft model it runs (if any).
@@ -41,7 +42,7 @@ struct SpecSetup {
 // Checks the flags and builds the drafter for `target` (none when --spec is none). The draft
 // model loads with `load` (the target's format and threads); `context` sizes its cache. Under
 // tensor parallelism (`comm` set) only prompt lookup runs.
-Result<SpecSetup> MakeSpecSetup(const SpecFlags& flags, const Model& target,
+Result<SpecSetup> MakeSpecSetup(const SpecFlags& flags, Model& target,
                                 const SamplingParams& sampling, int context,
                                 const ModelOptions& load, const Communicator* comm);
 

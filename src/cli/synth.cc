@@ -1,5 +1,6 @@
 // g4 synth: writes a seeded random Gemma-4 checkpoint in the Hugging Face layout (model/synth.h).
 #include "model/synth.h"
+#include "model/synth_assistant.h"
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -15,7 +16,7 @@ int RunSynth(int argc, char** argv) {
                "g4 synth"};
   std::string preset, scale = "tiny", out, form = "flat", dtype = "bf16";
   SynthOptions options;
-  app.add_option("--preset", preset, "e2b, e4b or 12b")->required();
+  app.add_option("--preset", preset, "e2b, e4b or 12b; e2b-assistant, e4b-assistant or 12b-assistant (a drafter for that target)")->required();
   app.add_option("--scale", scale, "tiny (small, every structural feature) or full (real sizes)");
   app.add_option("--out", out, "output directory")->required();
   app.add_option("--seed", options.seed, "random seed");
@@ -47,6 +48,17 @@ int RunSynth(int argc, char** argv) {
   } else {
     std::fprintf(stderr, "g4 synth: --dtype must be bf16, f16 or f32, got \"%s\"\n", dtype.c_str());
     return 2;
+  }
+  if (IsAssistantPreset(preset)) {
+    auto aspec = SynthAssistantPreset(preset, scale);
+    Status st = aspec.ok() ? WriteSynthAssistant(*aspec, options, out) : aspec.status();
+    if (!st.ok()) {
+      std::fprintf(stderr, "g4 %s\n", st.message().c_str());
+      return aspec.ok() ? 1 : 2;
+    }
+    std::printf("wrote %s %s assistant checkpoint (seed %llu) to %s\n", preset.c_str(),
+                scale.c_str(), static_cast<unsigned long long>(options.seed), out.c_str());
+    return 0;
   }
   if (options.tokenizer.empty()) options.tokenizer = DefaultTokenizerPath();
   auto spec = SynthPreset(preset, scale);

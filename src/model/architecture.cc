@@ -4,6 +4,7 @@
 
 #include "io/pack.h"
 #include "model/arch/gemma4.h"
+#include "model/arch/gemma4_assistant.h"
 
 namespace g4 {
 
@@ -45,6 +46,10 @@ Result<ModelConfig> ParseModelConfig(const std::string& config_json,
   // No readable model_type: the first architecture's parser says precisely what is wrong.
   if (!outer.is_object() || it == outer.end() || !it->is_string())
     return Architectures().front().parse_config(config_json, generation_config_json, source);
+  if (IsAssistantModelType(it->get<std::string>()))
+    return Status::Errorf(source, "/config.json: model_type \"", it->get<std::string>(),
+                          "\" is an assistant drafter, not a model to run on its own: pass it "
+                          "as --spec mtp --draft DIR next to its target model");
   auto arch = ArchitectureForModelType(it->get<std::string>());
   if (!arch.ok()) return Status::Errorf(source, "/config.json: ", arch.status().message());
   return (*arch)->parse_config(config_json, generation_config_json, source);

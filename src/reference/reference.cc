@@ -165,6 +165,13 @@ struct ReferenceModel::Cache {
 
 ReferenceModel::~ReferenceModel() = default;
 double ReferenceModel::embedding_scale() const { return w_->embed_scale; }
+
+std::vector<double> ReferenceModel::ScaledEmbedding(int token) const {
+  std::vector<double> row(config_.hidden);
+  WidenRow(*w_->embed, token, config_.hidden, row.data());
+  for (double& x : row) x *= w_->embed_scale;
+  return row;
+}
 double ReferenceModel::ple_scale() const { return w_->ple_scale; }
 int ReferenceModel::threads() const { return pool_->size(); }
 
@@ -472,6 +479,11 @@ Status ReferenceModel::Forward(Cache<T>& cache, const int* ids, int n, const Ref
   const int first = rows == LogitRows::kLast ? n - 1 : 0, n_out = n - first;
   std::vector<T> h(x.begin() + static_cast<size_t>(first) * H, x.end());
   for (int t = 0; t < n_out; ++t) RmsNorm(h.data() + static_cast<size_t>(t) * H, H, w.final_norm.data(), eps);
+  if (hooks && hooks->on_final_hidden)
+    for (int t = 0; t < n_out; ++t)
+      hooks->on_final_hidden(p0 + first + t,
+                             std::vector<double>(h.begin() + static_cast<size_t>(t) * H,
+                                                 h.begin() + static_cast<size_t>(t + 1) * H));
   const size_t base = logits->size();
   logits->resize(base + n_out, std::vector<double>(c.vocab));
   const T cap = static_cast<T>(c.softcap);

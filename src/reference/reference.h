@@ -54,6 +54,8 @@ struct ReferenceConfig {
 
 // Parses DIR/config.json (any accepted form) into the reference's own facts.
 Result<ReferenceConfig> ReadReferenceConfig(const std::string& dir);
+// The same from config.json text; `path` names it in errors.
+Result<ReferenceConfig> ParseReferenceConfig(const std::string& text, const std::string& path);
 
 struct ReferenceOptions {
   bool ignore_layer_scalar = false;  // for the test that layer_scalar matters
@@ -69,6 +71,8 @@ struct ReferenceHooks {
       on_kv;
   // The attention output of layer `layer` at `pos`: heads concatenated, before o_proj.
   std::function<void(int layer, int pos, const std::vector<double>& attention)> on_attention;
+  // The final-normed hidden state of `pos` (the LM head's input), for every row with logits.
+  std::function<void(int pos, const std::vector<double>& hidden)> on_final_hidden;
 };
 
 // RoPE on one head in place (HF rotate_half layout): for j < rope_pairs the pair
@@ -111,6 +115,9 @@ class ReferenceModel {
   double embedding_scale() const;
   double ple_scale() const;
   const std::vector<LayerFacts>& layers() const { return config_.layers; }
+  // Row `token` of the embedding table times embedding_scale(), in double (the assistant
+  // drafter's input, reference/assistant.h).
+  std::vector<double> ScaledEmbedding(int token) const;
   int threads() const;
 
   ~ReferenceModel();

@@ -65,7 +65,9 @@ Status ReadRope(const json& j, Rope* rope, const std::string& where) {
   return OkStatus();
 }
 
-Result<ReferenceConfig> ParseConfig(const std::string& text, const std::string& path) {
+}  // namespace
+
+Result<ReferenceConfig> ParseReferenceConfig(const std::string& text, const std::string& path) {
   json outer = json::parse(text, nullptr, false);
   if (outer.is_discarded() || !outer.is_object())
     return Status::Errorf(path, ": not a JSON object");
@@ -196,11 +198,9 @@ Result<ReferenceConfig> ParseConfig(const std::string& text, const std::string& 
   return c;
 }
 
-}  // namespace
-
 Result<ReferenceConfig> ReadReferenceConfig(const std::string& dir) {
   G4_ASSIGN_OR_RETURN(std::string text, ReadFileToString(dir + "/config.json"));
-  return ParseConfig(text, dir + "/config.json");
+  return ParseReferenceConfig(text, dir + "/config.json");
 }
 
 }  // namespace g4::reference

@@ -17,9 +17,10 @@ struct DraftRequest {
   // cache holds all the others.
   const std::vector<int>* context = nullptr;
   int max_tokens = 0;
-  // For drafters that read the target (the assistant drafter, not yet implemented): the target's
-  // cache and the hidden state of its last row ([hidden] floats, before the final norm). Null
-  // unless the drafter asks for them (wants_target_state).
+  // For drafters that read the target (the assistant drafter, runtime/mtp_drafter.h): the
+  // target's cache and the hidden state ([hidden] floats, after the final norm: the LM head's
+  // input) of the row whose logits gave the context's last token. Null unless the drafter asks
+  // for them (wants_target_state).
   const KvCache* target_cache = nullptr;
   const float* target_hidden = nullptr;
 };

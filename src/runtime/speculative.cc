@@ -114,6 +114,10 @@ Result<GenerateResult> GenerateSpeculative(Model& model, KvCache& cache,
   Communicator* comm = model.communicator();
   std::vector<int> shared(static_cast<size_t>(spec.draft_max + 2));
   int draft_len = spec.draft_max;
+  // The assistant drafter's input: the final-normed hidden of the row that gave the last token.
+  const int H = model.plan().hidden;
+  std::vector<float> last_hidden(drafter.wants_target_state() ? H : 0);
+  if (!last_hidden.empty()) std::copy_n(act.logits_in.begin(), H, last_hidden.begin());
   bool prefilled = true;  // logits row 0 is the prompt's: the first token needs no pass
   if (max_new == 0) return result;
 
@@ -131,6 +135,7 @@ Result<GenerateResult> GenerateSpeculative(Model& model, KvCache& cache,
         request.context = &context;
         request.max_tokens = n_max;
         request.target_cache = &cache;
+        if (!last_hidden.empty()) request.target_hidden = last_hidden.data();
         G4_RETURN_IF_ERROR(drafter.Propose(request, &draft));
         if (static_cast<int>(draft.tokens.size()) > n_max) draft.tokens.resize(n_max);
         result.draft_seconds += since(td);
@@ -187,6 +192,10 @@ Result<GenerateResult> GenerateSpeculative(Model& model, KvCache& cache,
       }
     }
     result.tokens.resize(before + emitted);
+    // Row emitted - 1 of the pass gave the last emitted token (row 0 of the prefill's one row).
+    if (!last_hidden.empty() && !prefilled)
+      std::copy_n(act.logits_in.begin() + static_cast<size_t>(emitted - 1) * H, H,
+                  last_hidden.begin());
     // The cache keeps the rows of every emitted token but the last: [last, d1 .. d(emitted-1)].
     if (!prefilled && !cache.RollbackTo(past + emitted))
       return Status::Errorf("internal: the KV cache cannot roll back to ", past + emitted,

@@ -20,6 +20,9 @@
 #include "runtime/draft_model_drafter.h"
 #include "runtime/generate.h"
 #include "runtime/ngram_drafter.h"
+#include "runtime/mtp_drafter.h"
+#include "model/synth_assistant.h"
+#include "model/assistant.h"
 #include "runtime/speculative.h"
 #include "testing/checkpoints.h"
 
@@ -191,7 +194,16 @@ TEST_P(DecodeAllocations, SpeculativeGenerateAllocatesNothingPerToken) {
   NgramDrafter ngram(1, 3);
   auto self = DraftModelDrafter::Create(*model, model->plan().vocab, SamplingParams{}, 256, 5);
   ASSERT_TRUE(self.ok()) << self.status().message();
-  for (Drafter* drafter : {static_cast<Drafter*>(&ngram), static_cast<Drafter*>(self->get())}) {
+  // The assistant drafter (model/assistant.h) for this preset: 4 steps over the target's cache.
+  auto assistant_spec = SynthAssistantPreset(std::string(GetParam().preset) + "-assistant", "tiny");
+  ASSERT_TRUE(assistant_spec.ok());
+  const std::string assistant_dir = TestTempDir(std::string(GetParam().preset) + "-assistant");
+  ASSERT_TRUE(WriteSynthAssistant(*assistant_spec, {.vocab = 512}, assistant_dir).ok());
+  auto assistant = Assistant::Load(assistant_dir, *model);
+  ASSERT_TRUE(assistant.ok()) << assistant.status().message();
+  MtpDrafter mtp(std::move(*assistant));
+  for (Drafter* drafter : {static_cast<Drafter*>(&ngram), static_cast<Drafter*>(self->get()),
+                           static_cast<Drafter*>(&mtp)}) {
     KvCache cache(model->plan(), 256, 16);
     GenerateOptions options;
     options.max_new_tokens = kWarmupTokens + kCountedTokens + 1;

@@ -1,0 +1,254 @@
+#include "model/assistant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "base/half.h"
+#include "io/safetensors.h"
+#include "kernels/ops.h"
+
+namespace g4 {
+
+Result<std::unique_ptr<Assistant>> Assistant::Load(const std::string& dir, Model& target) {
+  G4_ASSIGN_OR_RETURN(AssistantConfig config, LoadAssistantConfig(dir));
+  G4_ASSIGN_OR_RETURN(AssistantPlan plan, BuildAssistantPlan(config, target.plan()));
+  if (target.weights().embed_table != nullptr || target.weights().embed.rows != target.plan().vocab)
+    return Status::Errorf("the assistant drafter needs the target's whole embedding table");
+  std::unique_ptr<Assistant> a(new Assistant(target, std::move(plan)));
+  G4_RETURN_IF_ERROR(a->Bind(dir));
+  return a;
+}
+
+Status Assistant::Bind(const std::string& dir) {
+  G4_ASSIGN_OR_RETURN(auto store, TensorStore::OpenDir(dir));
+  const AssistantPlan& p = plan_;
+  layers_.resize(p.layers.size());
+  for (const AssistantTensor& t : AssistantTensors(p.config)) {
+    const TensorView* v = store->Find(t.name);
+    if (!v) return Status::Errorf(dir, ": assistant tensor ", t.name, " is missing");
+    if (v->shape != t.shape) {
+      std::string want = "[";
+      for (size_t i = 0; i < t.shape.size(); ++i) want += (i ? ", " : "") + std::to_string(t.shape[i]);
+      return Status::Errorf(dir, ": ", t.name, " has shape ", v->ShapeString(), ", expected ",
+                            want, "]");
+    }
+    const int64_t n = v->numel();
+    if (t.kind == AssistantTensorKind::kOrdering) {
+      if (v->dtype != DType::kI64)
+        return Status::Errorf(dir, ": ", t.name, " must be I64, found ", DTypeName(v->dtype));
+      ordering_.resize(n);
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t id;
+        std::memcpy(&id, v->data + 8 * i, 8);
+        if (id < 0 || id >= p.vocab)
+          return Status::Errorf(dir, ": ", t.name, "[", i, "] = ", id,
+                                " is not a token id in [0, ", p.vocab, ")");
+        ordering_[i] = static_cast<int32_t>(id);
+      }
+      continue;
+    }
+    if (v->dtype != DType::kBF16 && v->dtype != DType::kF16 && v->dtype != DType::kF32)
+      return Status::Errorf(dir, ": ", t.name, " has dtype ", DTypeName(v->dtype),
+                            " (expected BF16, F16 or F32)");
+    std::vector<float> f;
+    if (t.kind != AssistantTensorKind::kMatrix || v->dtype != DType::kBF16) {
+      f.resize(n);
+      for (int64_t i = 0; i < n; ++i) f[i] = static_cast<float>(v->ValueAt(i));
+    }
+    if (t.kind == AssistantTensorKind::kScalar) {
+      layers_[t.layer].layer_scalar = f[0];
+      continue;
+    }
+    if (t.kind == AssistantTensorKind::kVector) {
+      Layer* l = t.layer >= 0 ? &layers_[t.layer] : nullptr;
+      std::vector<float>* slot = nullptr;
+      if (t.name == "model.norm.weight") slot = &final_norm_;
+      else if (t.name.ends_with(".input_layernorm.weight")) slot = &l->input_norm;
+      else if (t.name.ends_with(".post_attention_layernorm.weight")) slot = &l->post_attention_norm;
+      else if (t.name.ends_with(".pre_feedforward_layernorm.weight")) slot = &l->pre_feedforward_norm;
+      else if (t.name.ends_with(".post_feedforward_layernorm.weight")) slot = &l->post_feedforward_norm;
+      else if (t.name.ends_with(".q_norm.weight")) slot = &l->q_norm;
+      if (!slot) return Status::Errorf("assistant: no slot for ", t.name);
+      *slot = std::move(f);
+      continue;
+    }
+    // A matrix, kept in bf16 as shipped, else widened to f32.
+    WeightMatrix m;
+    m.rows = static_cast<int>(t.shape[0]);
+    m.cols = static_cast<int>(t.shape[1]);
+    if (v->dtype == DType::kBF16) {
+      buffers_.emplace_back(v->data, v->data + v->bytes);
+      m.type = WeightType::kBF16;
+    } else {
+      buffers_.emplace_back(reinterpret_cast<const uint8_t*>(f.data()),
+                            reinterpret_cast<const uint8_t*>(f.data() + n));
+      m.type = WeightType::kF32;
+    }
+    m.data = buffers_.back().data();
+    m.bytes = buffers_.back().size();
+    Layer* l = t.layer >= 0 ? &layers_[t.layer] : nullptr;
+    WeightMatrix* slot = nullptr;
+    if (t.name == "model.embed_tokens.weight") slot = &embed_;
+    else if (t.name == "pre_projection.weight") slot = &pre_projection_;
+    else if (t.name == "post_projection.weight") slot = &post_projection_;
+    else if (t.name == "masked_embedding.centroids.weight") slot = &centroids_;
+    else if (t.name.ends_with(".q_proj.weight")) slot = &l->q_proj;
+    else if (t.name.ends_with(".o_proj.weight")) slot = &l->o_proj;
+    else if (t.name.ends_with(".gate_proj.weight")) slot = &l->gate_proj;
+    else if (t.name.ends_with(".up_proj.weight")) slot = &l->up_proj;
+    else if (t.name.ends_with(".down_proj.weight")) slot = &l->down_proj;
+    if (!slot) return Status::Errorf("assistant: no slot for ", t.name);
+    *slot = m;
+  }
+
+  // RoPE frequencies per layer (the target's tables: same theta, pairs and head dim).
+  int max_q = 0, max_hd = 0, max_heads = 0;
+  for (const LayerPlan& lp : p.layers) {
+    std::vector<double> f(lp.rope_pairs);
+    for (int j = 0; j < lp.rope_pairs; ++j)
+      f[j] = std::pow(lp.rope_theta, -2.0 * j / lp.head_dim);
+    inv_freq_.push_back(std::move(f));
+    max_q = std::max(max_q, lp.q_dim());
+    max_hd = std::max(max_hd, lp.head_dim);
+    max_heads = std::max(max_heads, lp.n_heads_q);
+  }
+  const int Ha = p.hidden, Hb = p.backbone_hidden;
+  in_.resize(2 * Hb);
+  x_.resize(Ha);
+  a_.resize(Ha);
+  o_.resize(Ha);
+  z_.resize(Ha);
+  q_.resize(max_q);
+  attn_.resize(max_q);
+  gate_.resize(p.mlp_width);
+  up_.resize(p.mlp_width);
+  row_.resize(std::max(Ha, Hb));
+  next_h_.resize(Hb);
+  chain_h_.resize(Hb);
+  step_logits_.resize(p.vocab);
+  scores_.resize(p.config.num_centroids);
+  candidates_.resize(p.centroid_head() ? static_cast<size_t>(p.config.centroid_top_k) * p.cluster_size() : 0);
+  cos_.resize(max_hd / 2);
+  sin_.resize(max_hd / 2);
+  attention_.Reserve(target_.pool().size(), max_heads, max_hd, 0);
+  return OkStatus();
+}
+
+Status Assistant::Step(const KvCache& cache, int token, int64_t pos, const float* h,
+                       float* logits, float* h_next) {
+  const AssistantPlan& p = plan_;
+  const int Ha = p.hidden, Hb = p.backbone_hidden;
+  const float eps = static_cast<float>(p.rms_norm_eps);
+  ThreadPool& pool = target_.pool();
+  if (token < 0 || token >= p.vocab)
+    return Status::Errorf("assistant: token id ", token, " is outside the vocabulary");
+  if (pos < 1 || cache.n_past() < pos)
+    return Status::Errorf("assistant: position ", pos, " needs the target's cache to hold [0, ",
+                          pos, "), it holds ", cache.n_past());
+  // Attention scratch for this cache's longest context, once per larger cache (not per token).
+  if (cache.max_context() > reserved_context_) {
+    int max_hd = 0, max_heads = 0;
+    for (const LayerPlan& lp : p.layers)
+      max_hd = std::max(max_hd, lp.head_dim), max_heads = std::max(max_heads, lp.n_heads_q);
+    attention_.Reserve(pool.size(), max_heads, max_hd, cache.max_context());
+    reserved_context_ = cache.max_context();
+  }
+  // §10.3 input: [target embedding x sqrt(Hb) (the target's own scale), h] -> pre_projection.
+  const ModelWeights& tw = target_.weights();
+  DequantizeRow(tw.embed, token, in_.data());
+  for (int i = 0; i < Hb; ++i) in_[i] *= tw.embed_scale;
+  std::memcpy(in_.data() + Hb, h, sizeof(float) * Hb);
+  MatMul(pre_projection_, in_.data(), 1, x_.data(), pool);
+
+  for (size_t li = 0; li < p.layers.size(); ++li) {
+    const LayerPlan& lp = p.layers[li];
+    const Layer& w = layers_[li];
+    const int hd = lp.head_dim;
+    RmsNorm(x_.data(), w.input_norm.data(), Ha, eps, a_.data());
+    MatMul(w.q_proj, a_.data(), 1, q_.data(), pool);
+    for (int j = 0; j < lp.rope_pairs; ++j) {
+      const double angle = static_cast<double>(pos) * inv_freq_[li][j];
+      cos_[j] = static_cast<float>(std::cos(angle));
+      sin_[j] = static_cast<float>(std::sin(angle));
+    }
+    for (int hh = 0; hh < lp.n_heads_q; ++hh) {
+      float* head = q_.data() + static_cast<size_t>(hh) * hd;
+      RmsNorm(head, w.q_norm.data(), hd, eps, head);
+      ApplyRope(head, hd, lp.rope_pairs, cos_.data(), sin_.data());
+    }
+    // Keys strictly before pos: a query "at" pos - 1 with the window shortened by one sees
+    // [pos - W + 1, pos - 1] (sliding) or [0, pos - 1] (full).
+    const int slot = lp.kv_slot;
+    const AttentionRow row{q_.data(),         attn_.data(),        pos - 1,
+                           cache.K(slot, 0),  cache.V(slot, 0),    cache.RowStride(slot),
+                           cache.capacity(slot), cache.type()};
+    const AttentionShape shape{lp.n_heads_q, hd, lp.group_size, 0, 0,
+                               lp.window > 0 ? lp.window - 1 : 0};
+    Attend(shape, &row, 1, attention_, pool);
+    MatMul(w.o_proj, attn_.data(), 1, o_.data(), pool);
+    RmsNorm(o_.data(), w.post_attention_norm.data(), Ha, eps, o_.data());
+    for (int i = 0; i < Ha; ++i) x_[i] += o_[i];
+    RmsNorm(x_.data(), w.pre_feedforward_norm.data(), Ha, eps, a_.data());
+    MatMulGeluMul({&w.gate_proj, gate_.data()}, {&w.up_proj, up_.data()}, a_.data(), 1, pool);
+    MatMul(w.down_proj, gate_.data(), 1, o_.data(), pool);
+    RmsNorm(o_.data(), w.post_feedforward_norm.data(), Ha, eps, o_.data());
+    for (int i = 0; i < Ha; ++i) x_[i] = (x_[i] + o_[i]) * w.layer_scalar;
+  }
+  RmsNorm(x_.data(), final_norm_.data(), Ha, eps, z_.data());
+  MatMul(post_projection_, z_.data(), 1, h_next, pool);
+  LmHead(z_.data(), logits);
+  return OkStatus();
+}
+
+// §10.3 step 4: the tied head over the assistant's own table, densely or through the top clusters.
+void Assistant::LmHead(const float* z, float* logits) {
+  const AssistantPlan& p = plan_;
+  ThreadPool& pool = target_.pool();
+  if (!p.centroid_head() || dense_head_) {
+    MatMul(embed_, z, 1, logits, pool);
+    return;
+  }
+  const int Ha = p.hidden, nc = p.config.num_centroids, k = p.config.centroid_top_k;
+  const int cs = p.cluster_size();
+  MatMul(centroids_, z, 1, scores_.data(), pool);
+  ranked_.resize(nc);
+  for (int c = 0; c < nc; ++c) ranked_[c] = {scores_[c], c};
+  // Largest scores first; equal scores by lower index (torch.topk's order is unspecified there).
+  std::partial_sort(ranked_.begin(), ranked_.begin() + k, ranked_.end(),
+                    [](const auto& a, const auto& b) {
+                      return a.first > b.first || (a.first == b.first && a.second < b.second);
+                    });
+  float lowest = std::numeric_limits<float>::infinity();
+  for (int r = 0; r < k; ++r) {
+    const int32_t* ids = ordering_.data() + static_cast<size_t>(ranked_[r].second) * cs;
+    for (int j = 0; j < cs; ++j) {
+      DequantizeRow(embed_, ids[j], row_.data());
+      float s = 0;
+      for (int i = 0; i < Ha; ++i) s += row_[i] * z[i];
+      candidates_[static_cast<size_t>(r) * cs + j] = s;
+      lowest = std::min(lowest, s);
+    }
+  }
+  std::fill(logits, logits + p.vocab, lowest - 1);
+  for (int r = 0; r < k; ++r) {
+    const int32_t* ids = ordering_.data() + static_cast<size_t>(ranked_[r].second) * cs;
+    for (int j = 0; j < cs; ++j) logits[ids[j]] = candidates_[static_cast<size_t>(r) * cs + j];
+  }
+}
+
+Status Assistant::Draft(const KvCache& cache, int token, int64_t pos, const float* h, int n,
+                        std::vector<int>* tokens) {
+  tokens->clear();
+  std::copy_n(h, plan_.backbone_hidden, chain_h_.begin());
+  for (int i = 0; i < n; ++i) {
+    G4_RETURN_IF_ERROR(Step(cache, token, pos, chain_h_.data(), step_logits_.data(), next_h_.data()));
+    token = static_cast<int>(ArgMax(step_logits_.data(), plan_.vocab));
+    tokens->push_back(token);
+    chain_h_.swap(next_h_);
+  }
+  return OkStatus();
+}
+
+}  // namespace g4

@@ -1,0 +1,72 @@
+// Gemma-4's assistant drafter: one draft step and chained greedy drafting (docs/gemma4.md §10).
+// The assistant owns no K/V: its four layers' queries attend over the TARGET's cache (the last
+// KV-owner layer of each attention type), at the position of the token being drafted from, to
+// the keys strictly before it (sliding layers: the W-1 before it). Its input is
+// [target embedding(token) x sqrt(Hb), h], h being the target's post-final-norm hidden state of
+// the previous position on the first step and the assistant's own post_projection output after.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "kernels/attention.h"
+#include "model/arch/gemma4_assistant.h"
+#include "model/forward.h"
+#include "model/kv_cache.h"
+
+namespace g4 {
+
+class Assistant {
+ public:
+  // Loads DIR (config.json + safetensors) and binds it to `target` (geometry checked). Matrices
+  // keep a bf16 checkpoint's format (f16/f32 become f32).
+  static Result<std::unique_ptr<Assistant>> Load(const std::string& dir, Model& target);
+
+  const AssistantPlan& plan() const { return plan_; }
+
+  // One step: the token `token` at position `pos` (not yet in `cache`, which holds [0, pos)),
+  // with input hidden h [Hb]. Writes the logits [vocab] (centroid head: the candidates' logits,
+  // every other id min(candidates) - 1) and h_next [Hb].
+  Status Step(const KvCache& cache, int token, int64_t pos, const float* h, float* logits,
+              float* h_next);
+
+  // Chained greedy drafting of n tokens from (token, pos, h): each step feeds back its argmax
+  // and its h_next, at the same position (spec: the assistant cannot extend the cache).
+  Status Draft(const KvCache& cache, int token, int64_t pos, const float* h, int n,
+               std::vector<int>* tokens);
+
+  // For tests: a dense head over all ids even when the checkpoint has the centroid head.
+  void set_dense_head(bool dense) { dense_head_ = dense; }
+
+ private:
+  struct Layer {
+    std::vector<float> input_norm, post_attention_norm, pre_feedforward_norm,
+        post_feedforward_norm, q_norm;
+    WeightMatrix q_proj, o_proj, gate_proj, up_proj, down_proj;
+    float layer_scalar = 1;
+  };
+  Assistant(Model& target, AssistantPlan plan) : target_(target), plan_(std::move(plan)) {}
+  Status Bind(const std::string& dir);
+  void LmHead(const float* z, float* logits);
+
+  Model& target_;
+  AssistantPlan plan_;
+  bool dense_head_ = false;
+  std::vector<std::vector<uint8_t>> buffers_;  // owned weight bytes
+  WeightMatrix embed_, pre_projection_, post_projection_, centroids_;
+  std::vector<float> final_norm_;
+  std::vector<int32_t> ordering_;  // [vocab]: cluster k's ids at [k * cluster_size, ...)
+  std::vector<Layer> layers_;
+  std::vector<std::vector<double>> inv_freq_;  // per layer
+  // Scratch, sized once.
+  std::vector<float> in_, x_, a_, q_, attn_, o_, gate_, up_, z_, row_, scores_, next_h_;
+  std::vector<float> step_logits_, candidates_, cos_, sin_, chain_h_;
+  int64_t reserved_context_ = 0;
+  std::vector<std::pair<float, int>> ranked_;
+  AttentionScratch attention_;
+};
+
+}  // namespace g4

@@ -1,0 +1,16 @@
+#include "runtime/mtp_drafter.h"
+
+namespace g4 {
+
+Status MtpDrafter::Propose(const DraftRequest& request, Draft* draft) {
+  draft->Clear();
+  if (!request.target_cache || !request.target_hidden || !request.context ||
+      request.context->empty())
+    return Status::Error("the mtp drafter needs the target's cache, hidden state and context");
+  if (request.max_tokens <= 0) return OkStatus();
+  return assistant_->Draft(*request.target_cache, request.context->back(),
+                           request.target_cache->n_past(), request.target_hidden,
+                           request.max_tokens, &draft->tokens);
+}
+
+}  // namespace g4

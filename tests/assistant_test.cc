@@ -1,0 +1,252 @@
+// The assistant (MTP) drafter: its config and tensor table against the published shapes
+// (docs/gemma4.md §10), the synthetic presets against their targets, its binding to a target,
+// and the draft step's internal consistency (the float64 comparison is in
+// assistant_vs_reference_test.cc).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "io/safetensors.h"
+#include "model/arch/gemma4_assistant.h"
+#include "model/architecture.h"
+#include "model/assistant.h"
+#include "model/loader.h"
+#include "model/synth_assistant.h"
+#include "testing/checkpoints.h"
+
+namespace g4 {
+namespace {
+
+Result<AssistantPlan> FullScalePlan(const std::string& target_preset) {
+  auto a = SynthAssistantPreset(target_preset + "-assistant", "full");
+  if (!a.ok()) return a.status();
+  G4_ASSIGN_OR_RETURN(AssistantConfig config,
+                      ParseAssistantConfig(SynthAssistantConfigJson(*a, {}), "full"));
+  G4_ASSIGN_OR_RETURN(ModelConfig tc, ParseModelConfig(SynthConfigJson(a->target, {}), "", "t"));
+  G4_ASSIGN_OR_RETURN(ModelPlan target, PlanFromConfig(tc));
+  return BuildAssistantPlan(config, target);
+}
+
+TEST(Assistant, FullSizeConfigsReadTheTargetsLastKvOwnerLayers) {
+  // docs/gemma4.md §10.1: sources E2B 13/14, E4B 22/23, 12B 46/47; widths and heads per size.
+  struct Want {
+    const char* preset;
+    int hb, ha, heads, sliding_src, full_src;
+    bool centroid;
+  } wants[] = {{"e2b", 1536, 256, 4, 13, 14, true},
+               {"e4b", 2560, 256, 4, 22, 23, true},
+               {"12b", 3840, 1024, 16, 46, 47, false}};
+  for (const Want& w : wants) {
+    SCOPED_TRACE(w.preset);
+    auto plan = FullScalePlan(w.preset);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    EXPECT_EQ(plan->backbone_hidden, w.hb);
+    EXPECT_EQ(plan->hidden, w.ha);
+    EXPECT_EQ(plan->vocab, 262144);
+    EXPECT_EQ(plan->centroid_head(), w.centroid);
+    ASSERT_EQ(plan->layers.size(), 4u);
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(plan->layers[i].n_heads_q, w.heads);
+      EXPECT_EQ(plan->layers[i].kv_source, i < 3 ? w.sliding_src : w.full_src);
+      EXPECT_EQ(plan->layers[i].head_dim, i < 3 ? 256 : 512);
+    }
+    if (w.centroid) {
+      EXPECT_EQ(plan->config.num_centroids, 2048);
+      EXPECT_EQ(plan->config.centroid_top_k, 32);
+      EXPECT_EQ(plan->cluster_size(), 128);
+    }
+  }
+}
+
+TEST(Assistant, TensorTableHasThePublishedShapesAndCount) {
+  // 12B: 48 tensors, 422,856,964 parameters (845,713,928 bytes of bf16; the published file is
+  // 845,719,296 bytes with its header). E2B: pre_projection [256, 3072], the ordering [262144].
+  auto a12 = SynthAssistantPreset("12b-assistant", "full");
+  ASSERT_TRUE(a12.ok());
+  auto c12 = ParseAssistantConfig(SynthAssistantConfigJson(*a12, {}), "12b");
+  ASSERT_TRUE(c12.ok()) << c12.status().message();
+  const auto t12 = AssistantTensors(*c12);
+  int64_t total = 0;
+  for (const AssistantTensor& t : t12) total += [&] {
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    return n;
+  }();
+  EXPECT_EQ(t12.size(), 48u);
+  EXPECT_EQ(total, 422856964);
+  for (const AssistantTensor& t : t12) {
+    EXPECT_EQ(t.name.find("k_proj"), std::string::npos);
+    EXPECT_EQ(t.name.find("v_proj"), std::string::npos);
+  }
+  auto a2 = SynthAssistantPreset("e2b-assistant", "full");
+  ASSERT_TRUE(a2.ok());
+  auto c2 = ParseAssistantConfig(SynthAssistantConfigJson(*a2, {}), "e2b");
+  ASSERT_TRUE(c2.ok()) << c2.status().message();
+  bool saw_pre = false, saw_order = false, saw_q3 = false;
+  for (const AssistantTensor& t : AssistantTensors(*c2)) {
+    if (t.name == "pre_projection.weight") saw_pre = t.shape == std::vector<int64_t>{256, 3072};
+    if (t.name == "masked_embedding.token_ordering")
+      saw_order = t.shape == std::vector<int64_t>{262144};
+    if (t.name == "model.layers.3.self_attn.q_proj.weight")
+      saw_q3 = t.shape == std::vector<int64_t>{2048, 256};
+  }
+  EXPECT_TRUE(saw_pre && saw_order && saw_q3);
+}
+
+TEST(Assistant, TinyPresetsMatchTheirTargetsAndWriteTheTable) {
+  for (const char* preset : {"e2b", "e4b", "12b"}) {
+    SCOPED_TRACE(preset);
+    const std::string target = TinyCheckpoint(preset, {.vocab = 512});
+    auto spec = SynthAssistantPreset(std::string(preset) + "-assistant", "tiny");
+    ASSERT_TRUE(spec.ok());
+    const std::string dir = TestTempDir(std::string(preset) + "-assistant");
+    ASSERT_TRUE(WriteSynthAssistant(*spec, {.vocab = 512}, dir).ok());
+    auto config = LoadAssistantConfig(dir);
+    ASSERT_TRUE(config.ok()) << config.status().message();
+    auto tplan = LoadModelPlan(target);
+    ASSERT_TRUE(tplan.ok());
+    auto plan = BuildAssistantPlan(*config, *tplan);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    auto store = TensorStore::OpenDir(dir);
+    ASSERT_TRUE(store.ok());
+    std::vector<std::string> want;
+    for (const AssistantTensor& t : AssistantTensors(*config)) {
+      want.push_back(t.name);
+      const TensorView* v = (*store)->Find(t.name);
+      ASSERT_NE(v, nullptr) << t.name;
+      EXPECT_EQ(v->shape, t.shape) << t.name;
+    }
+    std::vector<std::string> have = (*store)->Names();
+    std::sort(want.begin(), want.end());
+    std::sort(have.begin(), have.end());
+    EXPECT_EQ(have, want);
+    // An assistant is not a model of its own; a target of another size is refused by name.
+    auto as_model = LoadModelPlan(dir);
+    ASSERT_FALSE(as_model.ok());
+    EXPECT_NE(as_model.status().message().find("--spec mtp --draft"), std::string::npos);
+  }
+  auto e2b = SynthAssistantPreset("e2b-assistant", "tiny");
+  const std::string dir = TestTempDir("e2b-assistant-mismatch");
+  ASSERT_TRUE(WriteSynthAssistant(*e2b, {.vocab = 512}, dir).ok());
+  auto config = LoadAssistantConfig(dir);
+  ASSERT_TRUE(config.ok());
+  auto t12 = LoadModelPlan(TinyCheckpoint("12b", {.vocab = 512}));
+  ASSERT_TRUE(t12.ok());
+  auto bad = BuildAssistantPlan(*config, *t12);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("K/V of 1 heads"), std::string::npos)
+      << bad.status().message();
+}
+
+TEST(Assistant, PerLayerConfigFormGivesTheSamePlan) {
+  for (const char* preset : {"e2b", "e4b", "12b"}) {
+    SCOPED_TRACE(preset);
+    auto spec = SynthAssistantPreset(std::string(preset) + "-assistant", "full");
+    ASSERT_TRUE(spec.ok());
+    auto target_cfg = ParseModelConfig(SynthConfigJson(spec->target, {}), "", "t");
+    ASSERT_TRUE(target_cfg.ok());
+    auto target = PlanFromConfig(*target_cfg);
+    ASSERT_TRUE(target.ok());
+    auto flat = ParseAssistantConfig(SynthAssistantConfigJson(*spec, {}), "a");
+    auto per_layer = ParseAssistantConfig(
+        SynthAssistantConfigJson(*spec, {.config_form = SynthConfigForm::kPerLayer}), "a");
+    ASSERT_TRUE(flat.ok() && per_layer.ok()) << per_layer.status().message();
+    auto a = BuildAssistantPlan(*flat, *target), b = BuildAssistantPlan(*per_layer, *target);
+    ASSERT_TRUE(a.ok() && b.ok()) << b.status().message();
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(a->layers[i].head_dim, b->layers[i].head_dim);
+      EXPECT_EQ(a->layers[i].n_heads_kv, b->layers[i].n_heads_kv);
+      EXPECT_EQ(a->layers[i].kv_source, b->layers[i].kv_source);
+      EXPECT_EQ(a->layers[i].rope_pairs, b->layers[i].rope_pairs);
+    }
+  }
+}
+
+TEST(Assistant, ConfigErrorsNameTheField) {
+  auto spec = SynthAssistantPreset("e2b-assistant", "tiny");
+  ASSERT_TRUE(spec.ok());
+  const nlohmann::json good = nlohmann::json::parse(SynthAssistantConfigJson(*spec, {.vocab = 512}));
+  ASSERT_TRUE(ParseAssistantConfig(good.dump(), "a").ok());
+  struct Case {
+    std::function<void(nlohmann::json&)> edit;
+    std::string message;
+  };
+  const Case cases[] = {
+      // Found by fuzz/assistant_config_fuzz.cc: an inner hidden_size of 0 parsed, and the
+      // tensor table then had empty shapes.
+      {[](nlohmann::json& c) { c["text_config"]["hidden_size"] = 0; }, "hidden_size must be positive"},
+      {[](nlohmann::json& c) { c.erase("backbone_hidden_size"); }, "backbone_hidden_size"},
+      {[](nlohmann::json& c) { c["num_centroids"] = 3; }, "num_centroids = 3 must divide"},
+      {[](nlohmann::json& c) { c["centroid_intermediate_top_k"] = 9; }, "exceeds num_centroids"},
+      {[](nlohmann::json& c) { c.erase("text_config"); }, "text_config"},
+      {[](nlohmann::json& c) { c["model_type"] = "gemma4"; }, "gemma4_assistant"},
+      {[](nlohmann::json& c) { c["text_config"]["hidden_size_per_layer_input"] = 8; },
+       "no per-layer embeddings"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = good;
+    c.edit(j);
+    auto r = ParseAssistantConfig(j.dump(), "a");
+    ASSERT_FALSE(r.ok()) << c.message;
+    EXPECT_NE(r.status().message().find(c.message), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(Assistant, CentroidHeadScoresItsCandidatesLikeTheDenseHead) {
+  const std::string target_dir = TinyCheckpoint("e4b", {.vocab = 512});
+  auto spec = SynthAssistantPreset("e4b-assistant", "tiny");
+  const std::string dir = TestTempDir("e4b-assistant-head");
+  ASSERT_TRUE(WriteSynthAssistant(*spec, {.vocab = 512}, dir).ok());
+  auto target = LoadModel(target_dir, {.threads = 2});
+  ASSERT_TRUE(target.ok()) << target.status().message();
+  Model& m = **target;
+  auto assistant = Assistant::Load(dir, m);
+  ASSERT_TRUE(assistant.ok()) << assistant.status().message();
+  const AssistantPlan& ap = (*assistant)->plan();
+  ASSERT_TRUE(ap.centroid_head());
+  // Prefill a prompt into the target; its last hidden feeds the assistant.
+  const std::vector<int> prompt = {2, 17, 300, 41, 99, 7, 250, 11, 480, 3, 64, 128, 5, 200};
+  KvCache cache(m.plan(), 64, 16);
+  std::vector<BatchRow> rows;
+  for (size_t i = 0; i < prompt.size(); ++i)
+    rows.push_back({prompt[i], static_cast<int64_t>(i), &cache, i + 1 == prompt.size()});
+  Activations act;
+  std::vector<float> target_logits(m.plan().vocab);
+  ASSERT_TRUE(m.Forward(rows, act, target_logits.data()).ok());
+  cache.set_n_past(static_cast<int64_t>(prompt.size()));
+  const std::vector<float> h(act.logits_in.begin(), act.logits_in.begin() + m.plan().hidden);
+  const int p = static_cast<int>(prompt.size());
+  const int t = static_cast<int>(std::max_element(target_logits.begin(), target_logits.end()) -
+                                 target_logits.begin());
+  std::vector<float> sparse(ap.vocab), dense(ap.vocab), h1(ap.backbone_hidden),
+      h2(ap.backbone_hidden);
+  ASSERT_TRUE((*assistant)->Step(cache, t, p, h.data(), sparse.data(), h1.data()).ok());
+  (*assistant)->set_dense_head(true);
+  ASSERT_TRUE((*assistant)->Step(cache, t, p, h.data(), dense.data(), h2.data()).ok());
+  EXPECT_EQ(h1, h2);
+  const float floor = *std::min_element(sparse.begin(), sparse.end());
+  int scored = 0;
+  for (int i = 0; i < ap.vocab; ++i)
+    if (sparse[i] != floor) {
+      ++scored;
+      EXPECT_NEAR(sparse[i], dense[i], 1e-4f * (1 + std::fabs(dense[i]))) << i;
+    }
+  // The top_k clusters' ids have their own logits; the rest share the floor, below them all.
+  EXPECT_EQ(scored, ap.config.centroid_top_k * ap.cluster_size());
+  // Chained drafting: N tokens, the first the step's argmax, deterministic.
+  (*assistant)->set_dense_head(false);
+  std::vector<int> d1, d2;
+  ASSERT_TRUE((*assistant)->Draft(cache, t, p, h.data(), 3, &d1).ok());
+  ASSERT_TRUE((*assistant)->Draft(cache, t, p, h.data(), 3, &d2).ok());
+  ASSERT_EQ(d1.size(), 3u);
+  EXPECT_EQ(d1, d2);
+  EXPECT_EQ(d1[0], std::max_element(sparse.begin(), sparse.end()) - sparse.begin());
+  // The cache must hold every key before the position.
+  EXPECT_FALSE((*assistant)->Step(cache, t, p + 1, h.data(), sparse.data(), h1.data()).ok());
+}
+
+}  // namespace
+}  // namespace g4
