@@ -274,6 +274,9 @@ bool TranslateTools(const json& body, ordered_json* chat, ResponsesRequest* out,
       if (Has(t, "description")) function["description"] = t["description"];
       if (Has(t, "parameters"))
         function["parameters"] = ordered_json::parse(t["parameters"].dump());
+      // strict: true constrains the call to the schema (server/tool_call_constraint.h). Unlike
+      // OpenAI's Responses API, where it defaults to true, absent means false here, as in chat.
+      if (Has(t, "strict")) function["strict"] = t["strict"];
       chat_tools.push_back({{"type", "function"}, {"function", function}});
     }
     (*chat)["tools"] = chat_tools;
