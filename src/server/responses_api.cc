@@ -638,7 +638,10 @@ std::string ResponsesWriter::Finish(const SequenceResult& result, const json& to
                                                            {"name", fn["name"]},
                                                            {"arguments", fn["arguments"]}});
     output_[index]["arguments"] = fn["arguments"];
-    output_[index]["status"] = "completed";
+    // The last call of a response cut short (max_output_tokens, timeout) may be cut itself: it
+    // is never claimed complete.
+    const bool cut = status_ == "incomplete" && &call == &tool_calls.back();
+    output_[index]["status"] = cut ? "incomplete" : "completed";
     out += Event("response.output_item.done", {{"output_index", index}, {"item", output_[index]}});
   }
   if (status_ == "in_progress") status_ = "completed";
