@@ -1,6 +1,7 @@
 // Fuzzes the JSON-schema compiler (src/grammar/json_schema.h): any bytes as a response_format
 // schema must compile or give an error; a schema that compiles must give a grammar that parses
-// (the compiler's output is never a bad grammar), and the recogniser runs over a short probe.
+// (the compiler's output is never a bad grammar), and the recogniser runs over a short probe. The
+// same schema as a tool's parameters (Gemma's call syntax, tool_call_grammar.h) likewise.
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -9,9 +10,21 @@
 #include "grammar/gbnf_parser.h"
 #include "grammar/json_schema.h"
 #include "grammar/recognizer.h"
+#include "grammar/tool_call_grammar.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  const auto schema = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (!schema.is_discarded()) {
+    auto tool = g4::grammar::ToolCallGbnf({{"f", schema, true}}, {});
+    if (tool.ok()) {
+      g4::grammar::GbnfLimits limits;
+      limits.stand_in_bytes = true;
+      if (!g4::grammar::ParseGbnf(*tool, limits).ok()) std::abort();
+    } else if (tool.status().message().empty()) {
+      std::abort();
+    }
+  }
   auto gbnf = g4::grammar::JsonSchemaTextToGbnf(text);
   if (!gbnf.ok()) {
     if (gbnf.status().message().empty()) std::abort();

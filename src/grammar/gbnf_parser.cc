@@ -8,6 +8,9 @@
 namespace g4::grammar {
 namespace {
 
+// Marks a stand-in byte from ParseChar (above every code point).
+constexpr uint32_t kRawByte = 0x80000000u;
+
 class Parser {
  public:
   Parser(std::string_view text, const GbnfLimits& limits) : s_(text), limits_(limits) {}
@@ -259,6 +262,7 @@ class Parser {
         ++pos_;
       }
       if (v > 0x10FFFF) return Fail("code point above U+10FFFF");
+      if (e == 'x' && v >= 0xF5 && limits_.stand_in_bytes) v |= kRawByte;
       *out = v;
       return true;
     }
@@ -282,6 +286,12 @@ class Parser {
       if (s_[pos_] == '"') break;
       uint32_t cp;
       if (!ParseChar(&cp)) return false;
+      if (cp & kRawByte) {  // a stand-in byte (GbnfLimits::stand_in_bytes)
+        ByteSet one;
+        one.Add(cp & 0xFF);
+        seq->push_back(b_.Bytes(one));
+        continue;
+      }
       // The character's UTF-8 bytes, one singleton set each.
       uint8_t bytes[4];
       const int n = cp < 0x80 ? (bytes[0] = cp, 1)
@@ -310,10 +320,12 @@ class Parser {
       if (s_[pos_] == ']') break;
       uint32_t lo, hi;
       if (!ParseChar(&lo)) return false;
+      lo &= ~kRawByte;  // stand-in bytes are for literals only; in a class \xHH is U+00HH
       hi = lo;
       if (Peek() == '-' && Peek(1) != ']' && Peek(1) != '\0' && Peek(1) != '\n') {
         ++pos_;
         if (!ParseChar(&hi)) return false;
+        hi &= ~kRawByte;
         if (hi < lo) return Fail("character range is reversed");
       }
       ranges.emplace_back(lo, hi);

@@ -23,6 +23,10 @@ struct GbnfLimits {
   int max_repetition = 10000;     // largest m or n in {m,n}
   int max_elements = 1 << 21;     // elements of the expanded grammar
   int max_nesting = 256;          // parentheses inside parentheses
+  // Internal grammars only (never a client's): in a literal, "\xHH" with HH >= F5 is the raw
+  // byte HH, a byte that never occurs in UTF-8. Token masks map special tokens to such bytes
+  // (tool_call_grammar.h), so a grammar can ask for a special token as a whole token.
+  bool stand_in_bytes = false;
 };
 
 // Errors say where: "line 3, column 14: expected '::='".

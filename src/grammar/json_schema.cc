@@ -38,6 +38,18 @@ const Primitive kPrimitives[] = {
     {"date-time", R"(date "T" time)", {"date", "time"}},
     {"uuid", R"([0-9a-f]{8} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{12})", {}},
     {"email", R"([a-zA-Z0-9_%+-]{1,32} ("." [a-zA-Z0-9_%+-]{1,32}){0,3} "@" [a-zA-Z0-9]{1,20} ("." [a-zA-Z0-9]{1,20}){1,3})", {}},
+    // Gemma-4's call syntax (SchemaSyntax::kGemmaCall): strings between <|"|> tokens (stand-in
+    // byte FA, tool_call_grammar.h) hold any text without "|>", so that no special token's
+    // text (<|"|>, <tool_call|>, <turn|>) can appear inside one and end it early; keys are bare
+    // words, or quoted like strings.
+    {"g-char", R"([^|])", {}},
+    {"g-chars", R"(([^|] | "|"+ [^|>])*)", {}},
+    {"g-string", R"("\xFA" g-chars "\xFA")", {"g-chars"}},
+    {"g-key", R"([A-Za-z0-9_-]+ | g-string)", {"g-string"}},
+    {"g-value", R"(g-object | g-array | g-string | number | boolean | null)",
+     {"g-object", "g-array", "g-string", "number", "boolean", "null"}},
+    {"g-object", R"("{" (g-key ":" g-value ("," g-key ":" g-value)*)? "}")", {"g-key", "g-value"}},
+    {"g-array", R"("[" (g-value ("," g-value)*)? "]")", {"g-value"}},
 };
 
 const std::set<std::string> kAnnotations = {"title", "description", "default", "examples", "$schema", "$id",
@@ -111,18 +123,88 @@ std::string NonNegativeRange(int64_t lo, int64_t hi) {
   return out;
 }
 
+bool IsBareKey(const std::string& key) {
+  return !key.empty() && std::all_of(key.begin(), key.end(), [](unsigned char c) {
+    return std::isalnum(c) || c == '_' || c == '-';
+  });
+}
+
+// `text` between Gemma's string quotes, or an error when it holds "|>" (g-chars above).
+Result<std::string> GemmaQuoted(const std::string& text) {
+  if (text.find("|>") != std::string::npos)
+    return Status::Errorf("the string '", text, "' holds \"|>\", which Gemma's call syntax cannot quote");
+  return std::string(R"("\xFA" )") + Literal(text) + R"( "\xFA")";
+}
+
+// A JSON value written in Gemma's call syntax, as a GBNF sequence (enum and const values).
+Result<std::string> GemmaValue(const Json& v) {
+  if (v.is_string()) return GemmaQuoted(v.get<std::string>());
+  if (v.is_object()) {
+    std::string out = R"("{")";
+    bool first = true;
+    for (const auto& [key, value] : v.items()) {
+      std::string k;
+      if (IsBareKey(key)) {
+        k = Literal(key);
+      } else {
+        G4_ASSIGN_OR_RETURN(k, GemmaQuoted(key));
+      }
+      G4_ASSIGN_OR_RETURN(const std::string item, GemmaValue(value));
+      out += Str(first ? " " : R"( "," )", k, R"( ":" )", item);
+      first = false;
+    }
+    return out + R"( "}")";
+  }
+  if (v.is_array()) {
+    std::string out = R"("[")";
+    for (size_t i = 0; i < v.size(); ++i) {
+      G4_ASSIGN_OR_RETURN(const std::string item, GemmaValue(v[i]));
+      out += Str(i ? R"( "," )" : " ", item);
+    }
+    return out + R"( "]")";
+  }
+  return Literal(v.dump());
+}
+
 class Compiler {
  public:
-  explicit Compiler(const Json& root) : root_(root) {}
+  Compiler(SchemaSyntax syntax, std::string prefix) : syntax_(syntax), prefix_(std::move(prefix)) {}
 
-  Result<std::string> Run() {
-    G4_ASSIGN_OR_RETURN(const std::string root, Visit(root_, "#", "root"));
-    std::string out = "root ::= " + root + "\n";
+  // The expression for `root` (its rules are added to rules()).
+  Result<std::string> Add(const Json& root) {
+    root_ = &root;
+    ref_rules_.clear();  // $refs are relative to their own root
+    return Visit(root, "#", "root");
+  }
+  const std::map<std::string, std::string>& rules() const { return rules_; }
+
+  Result<std::string> Run(const Json& root) {
+    G4_ASSIGN_OR_RETURN(const std::string expr, Add(root));
+    std::string out = "root ::= " + expr + "\n";
     for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
     return out;
   }
 
  private:
+  bool gemma() const { return syntax_ == SchemaSyntax::kGemmaCall; }
+  // The primitive's name in this syntax ("string" -> "g-string").
+  std::string P(const std::string& json_name) const {
+    if (gemma() && (json_name == "string" || json_name == "char" || json_name == "value" ||
+                    json_name == "object" || json_name == "array"))
+      return "g-" + json_name;
+    return json_name;
+  }
+  std::string Quote() const { return gemma() ? R"("\xFA")" : R"("\"")"; }
+  Result<std::string> Key(const std::string& name) const {
+    if (!gemma()) return Literal(Json(name).dump());
+    if (IsBareKey(name)) return Literal(name);
+    return GemmaQuoted(name);
+  }
+  Result<std::string> ValueLiteral(const Json& v) const {
+    if (!gemma()) return Literal(v.dump());
+    return GemmaValue(v);
+  }
+
   void UsePrimitive(const std::string& name) {
     for (const Primitive& p : kPrimitives) {
       if (name != p.name) continue;
@@ -133,7 +215,7 @@ class Compiler {
     }
   }
   std::string NewRule(const std::string& hint, const std::string& body) {
-    std::string name = "r-" + Sanitize(hint);
+    std::string name = "r-" + prefix_ + Sanitize(hint);
     if (rules_.count(name) || std::any_of(std::begin(kPrimitives), std::end(kPrimitives),
                                           [&](const Primitive& p) { return name == p.name; }))
       name += Str("-", ++counter_);
@@ -190,7 +272,7 @@ class Compiler {
       if (s.contains("minLength") || s.contains("maxLength"))
         return Status::Errorf(at, ": 'minLength'/'maxLength' together with 'format' are not supported");
       UsePrimitive(f);
-      return "\"\\\"\" " + f + " \"\\\"\"";
+      return Quote() + " " + f + " " + Quote();
     }
     int64_t min = 0, max = -1;
     for (const char* key : {"minLength", "maxLength"}) {
@@ -201,17 +283,18 @@ class Compiler {
       (std::string(key) == "minLength" ? min : max) = s[key].get<int64_t>();
     }
     if (max >= 0 && max < min) return Status::Errorf(at, ": 'maxLength' is below 'minLength'");
-    UsePrimitive("string");
-    if (min == 0 && max < 0) return std::string("string");
-    return NewRule("str", Str("\"\\\"\" char{", min, ",", max >= 0 ? std::to_string(max) : "", "} \"\\\"\""));
+    UsePrimitive(P("string"));
+    if (min == 0 && max < 0) return P("string");
+    UsePrimitive(P("char"));
+    return NewRule("str", Str(Quote(), " ", P("char"), "{", min, ",", max >= 0 ? std::to_string(max) : "", "} ", Quote()));
   }
 
   Result<std::string> Array(const Json& s, const std::string& at, const std::string& hint) {
-    std::string item = "value";
+    std::string item = P("value");
     if (s.contains("items")) {
       G4_ASSIGN_OR_RETURN(item, Visit(s["items"], at + "/items", hint + "-item"));
     } else {
-      UsePrimitive("value");
+      UsePrimitive(item);
     }
     int64_t min = 0, max = -1;
     for (const char* key : {"minItems", "maxItems"}) {
@@ -245,14 +328,15 @@ class Compiler {
     const Json* additional = s.contains("additionalProperties") ? &s["additionalProperties"] : nullptr;
     if (!has_props || s["properties"].empty()) {
       if (additional && additional->is_boolean() && !additional->get<bool>()) return std::string(R"("{}")");
-      std::string value = "value";
+      std::string value = P("value");
       if (additional && additional->is_object()) {
         G4_ASSIGN_OR_RETURN(value, Visit(*additional, at + "/additionalProperties", hint + "-value"));
       } else {
-        UsePrimitive("value");
+        UsePrimitive(value);
       }
-      UsePrimitive("string");
-      return NewRule(hint, "\"{\" (string \":\" " + value + " (\",\" string \":\" " + value + ")*)? \"}\"");
+      const std::string key = gemma() ? "g-key" : "string";
+      UsePrimitive(key);
+      return NewRule(hint, Str("\"{\" (", key, " \":\" ", value, " (\",\" ", key, " \":\" ", value, ")*)? \"}\""));
     }
     if (additional && !additional->is_boolean() && !additional->is_object())
       return Status::Errorf(at, ": 'additionalProperties' must be a boolean or a schema");
@@ -264,7 +348,9 @@ class Compiler {
     std::vector<bool> req;
     for (const auto& [name, sub] : s["properties"].items()) {
       G4_ASSIGN_OR_RETURN(const std::string value, Visit(sub, at + "/properties/" + name, hint + "-" + name));
-      kv.push_back(Literal(Json(name).dump()) + " \":\" " + value);
+      auto key = Key(name);
+      if (!key.ok()) return Status::Errorf(at, "/properties/", name, ": ", key.status().message());
+      kv.push_back(*key + " \":\" " + value);
       req.push_back(required.count(name) > 0);
     }
     // rest(i, first): properties i.. in order; `first`: nothing written yet (no comma before).
@@ -289,7 +375,7 @@ class Compiler {
     const auto known = ref_rules_.find(ref);
     if (known != ref_rules_.end()) return known->second;
     if (ref.empty() || ref[0] != '#') return Status::Errorf(at, ": only local $ref ('#...') is supported, not '", ref, "'");
-    const Json* target = &root_;
+    const Json* target = root_;
     std::string pointer = ref.substr(1);
     size_t pos = 0;
     while (pos < pointer.size()) {
@@ -316,8 +402,8 @@ class Compiler {
     struct Leave { int& d; ~Leave() { --d; } } leave{depth_};
     if (s.is_boolean()) {
       if (!s.get<bool>()) return Status::Errorf(at, ": the schema 'false' cannot be satisfied");
-      UsePrimitive("value");
-      return std::string("value");
+      UsePrimitive(P("value"));
+      return P("value");
     }
     if (!s.is_object()) return Status::Errorf(at, ": a schema must be an object or a boolean");
     for (const auto& [key, v] : s.items())
@@ -340,7 +426,11 @@ class Compiler {
         for (const Json& v : s[key]) values.push_back(v);
       }
       std::string body;
-      for (size_t i = 0; i < values.size(); ++i) body += (i ? " | " : "") + Literal(values[i].dump());
+      for (size_t i = 0; i < values.size(); ++i) {
+        auto literal = ValueLiteral(values[i]);
+        if (!literal.ok()) return Status::Errorf(at, ": ", literal.status().message());
+        body += (i ? " | " : "") + *literal;
+      }
       return NewRule(hint, body);
     }
     for (const char* key : {"anyOf", "oneOf"}) {
@@ -372,8 +462,8 @@ class Compiler {
     } else if (s.contains("minLength") || s.contains("maxLength") || s.contains("format")) {
       types.push_back("string");
     } else {
-      UsePrimitive("value");
-      return std::string("value");
+      UsePrimitive(P("value"));
+      return P("value");
     }
     std::string body;
     for (size_t i = 0; i < types.size(); ++i) {
@@ -405,7 +495,9 @@ class Compiler {
     return types.size() == 1 ? body : NewRule(hint, body);
   }
 
-  const Json& root_;
+  const SchemaSyntax syntax_;
+  const std::string prefix_;  // before every rule name this compiler makes ("r-PREFIX...")
+  const Json* root_ = nullptr;
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> ref_rules_;
   int counter_ = 0;
@@ -414,7 +506,18 @@ class Compiler {
 
 }  // namespace
 
-Result<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema) { return Compiler(schema).Run(); }
+Result<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema) {
+  return Compiler(SchemaSyntax::kJson, "").Run(schema);
+}
+
+Result<SchemaRules> JsonSchemaRules(const nlohmann::ordered_json& schema, SchemaSyntax syntax,
+                                    const std::string& prefix) {
+  Compiler compiler(syntax, prefix);
+  SchemaRules out;
+  G4_ASSIGN_OR_RETURN(out.expression, compiler.Add(schema));
+  out.rules = compiler.rules();
+  return out;
+}
 
 Result<std::string> JsonSchemaTextToGbnf(std::string_view schema_json) {
   const Json schema = Json::parse(schema_json, nullptr, false);

@@ -15,6 +15,7 @@
 // fraction digits, 3 exponent digits.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -23,6 +24,22 @@
 #include "base/status.h"
 
 namespace g4::grammar {
+
+// The value syntax a schema compiles to: JSON, or Gemma-4's tool-call arguments
+// ({key:<|"|>text<|"|>,n:42,...}: tool_call_grammar.h), whose strings sit between stand-in bytes FA for
+// the <|"|> token and whose keys are bare words (or quoted when they are not [A-Za-z0-9_-]+).
+enum class SchemaSyntax { kJson, kGemmaCall };
+
+// A schema's grammar as rules to merge into a bigger grammar: `expression` (GBNF) produces the
+// schema's values; `rules` (name -> body) are the ones it uses. Rules the compiler makes are
+// named "r-PREFIX..."; the shared primitives ("string", "g-string", "number", ...) have fixed
+// names and bodies, so rules from several schemas (each with its own prefix) merge by name.
+struct SchemaRules {
+  std::string expression;
+  std::map<std::string, std::string> rules;
+};
+Result<SchemaRules> JsonSchemaRules(const nlohmann::ordered_json& schema, SchemaSyntax syntax,
+                                    const std::string& prefix);
 
 // `schema_json` is the schema as JSON text (parsed here with the key order kept).
 Result<std::string> JsonSchemaTextToGbnf(std::string_view schema_json);

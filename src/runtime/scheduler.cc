@@ -430,18 +430,19 @@ void Scheduler::Step() {
     }
     TokenInfo& info = infos[i];
     const uint64_t* allowed = nullptr;
-    if (slot.request.constraint) {
-      if (slot.request.constraint->IsStuck()) {
-        info.token = -1;  // no token can continue the grammar: finished below with an error
-        return;
-      }
-      allowed = slot.request.constraint->Mask();
-    } else if (!slot.request.forced_prefixes.empty()) {
+    if (!slot.request.forced_prefixes.empty()) {
       const std::vector<int> ids = AllowedNextTokens(slot.request.forced_prefixes, slot.generated);
       if (!ids.empty()) {
         TokenMaskOf(ids, vocab, &slot.forced_mask);
         allowed = slot.forced_mask.data();
       }
+    }
+    if (slot.request.constraint && !allowed) {
+      if (slot.request.constraint->IsStuck()) {
+        info.token = -1;  // no token can continue the grammar: finished below with an error
+        return;
+      }
+      allowed = slot.request.constraint->Mask();
     }
     info.token = slot.sampler->Sample(logits, slot.generated, allowed);
     if (slot.request.top_logprobs >= 0) {

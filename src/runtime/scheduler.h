@@ -73,8 +73,10 @@ struct SequenceRequest {
   std::vector<std::vector<int>> forced_prefixes;
   // Constrained output (structured outputs, strict tool calls): every token is drawn from the
   // constraint's mask, and the sequence ends ("stop") once the grammar is complete and nothing
-  // may follow. Owned by this sequence (it holds the recogniser state); takes precedence over
-  // forced_prefixes. Running out of max_new_tokens first gives "length".
+  // may follow. Owned by this sequence (it holds the recogniser state). With forced_prefixes
+  // too, the prefix decides the first tokens (the grammar must accept them: else the sequence
+  // ends with an error) and the grammar the rest. Running out of max_new_tokens first gives
+  // "length".
   std::shared_ptr<grammar::TokenConstraint> constraint;
   // Per generated token, on the engine thread. Return false to end the sequence ("stop"),
   // e.g. when a stop string matched.

@@ -8,6 +8,7 @@
 
 #include "base/status.h"
 #include "server/response_format.h"
+#include "server/tool_call_constraint.h"
 
 namespace g4 {
 
@@ -459,6 +460,7 @@ bool ParseChatFields(Reader& r, ApiRequest* out) {
   }
   if (r.Has("parallel_tool_calls") && !r.Get("parallel_tool_calls").is_boolean())
     return r.Fail("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+  if (r.Has("parallel_tool_calls")) out->parallel_tool_calls = r.Get("parallel_tool_calls").get<bool>();
   bool add_generation_prompt = true;
   if (!r.Bool("add_generation_prompt", &add_generation_prompt)) return false;
   return true;
@@ -520,6 +522,20 @@ bool ParseOutputGrammar(Reader& r, const std::string& body, ApiRequest* out) {
   return true;
 }
 
+// Strict or forced tool calls -> a tool-call grammar as output_grammar.
+bool ParseToolCallGrammar(Reader& r, ApiRequest* out) {
+  auto grammars = ToolCallGrammarsFor(out->tools, out->tool_call_forced, out->parallel_tool_calls,
+                                      out->enable_thinking);
+  if (!grammars.ok()) return r.Fail("tools", grammars.status().message());
+  if (grammars->grammar.empty()) return true;
+  if (!out->output_grammar.empty())  // forced calls were refused with it already
+    return r.Fail("response_format", "strict tools cannot be combined with 'response_format' or 'grammar'");
+  out->output_grammar = std::move(grammars->grammar);
+  out->output_grammar_in_thought = std::move(grammars->grammar_in_thought);
+  out->tool_call_grammar = true;
+  return true;
+}
+
 }  // namespace
 
 bool ParseApiRequest(ApiRoute route, const std::string& body, const ApiLimits& limits, ApiRequest* out,
@@ -545,6 +561,7 @@ bool ParseApiRequest(ApiRoute route, const std::string& body, const ApiLimits& l
   if (route == ApiRoute::kGenerate)
     out->chat_template.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", out->prompt_text}}});
   if ((r.Has("response_format") || r.Has("grammar")) && !ParseOutputGrammar(r, body, out)) return false;
+  if (route == ApiRoute::kChat && out->tools_enabled && !ParseToolCallGrammar(r, out)) return false;
   return true;
 }
 

@@ -65,6 +65,12 @@ struct ApiRequest {
   // the output inside, from `response_format` (json_object / json_schema) or `grammar`; the
   // output ends when it is complete. Empty: free text. Already checked (it parses).
   std::string output_grammar;
+  // output_grammar is a tool-call grammar (strict or forced tools: server/tool_call_constraint.h),
+  // written with stand-in bytes for special tokens; output_grammar_in_thought is its variant for
+  // a prompt that leaves a thought channel open.
+  bool tool_call_grammar = false;
+  std::string output_grammar_in_thought;
+  bool parallel_tool_calls = true;
 };
 
 // What the parser needs to know about the model and server.

@@ -52,6 +52,39 @@ TEST(OpenAiApi, ResponseFormatAndGrammarBecomeTheOutputGrammar) {
   EXPECT_EQ(e.message, "'grammar': line 1, column 10: undefined rule 'x'");
 }
 
+TEST(OpenAiApi, StrictOrForcedToolsBecomeAToolCallGrammar) {
+  const std::string m = R"("model":"m","messages":[{"role":"user","content":"hi"}])";
+  const std::string tool = R"({"type":"function","function":{"name":"f","parameters":{"type":"object",
+      "properties":{"n":{"type":"integer"}},"required":["n"]}}})";
+  const std::string strict_tool = R"({"type":"function","function":{"name":"g","strict":true,"parameters":{}}})";
+  ApiRequest r;
+  ApiError e;
+  // Neither strict nor forced: free output (the repair pass reads the calls).
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kChat, "{" + m + ",\"tools\":[" + tool + "]}", Limits(), &r, &e)) << e.message;
+  EXPECT_TRUE(r.output_grammar.empty());
+  EXPECT_FALSE(r.tool_call_grammar);
+  // Forced: the calls only, the arguments under the schema; one call without parallel_tool_calls.
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kChat, "{" + m + ",\"tools\":[" + tool + R"(],"tool_choice":"required",
+      "parallel_tool_calls":false})", Limits(), &r, &e)) << e.message;
+  EXPECT_TRUE(r.tool_call_grammar);
+  EXPECT_FALSE(r.parallel_tool_calls);
+  EXPECT_NE(r.output_grammar.find("calls ::= call\n"), std::string::npos) << r.output_grammar;
+  EXPECT_NE(r.output_grammar.find(R"("n" ":" integer)"), std::string::npos) << r.output_grammar;
+  EXPECT_NE(r.output_grammar_in_thought.find(R"(root ::= "\xFD" tool-output)"), std::string::npos) << r.output_grammar_in_thought;
+  // Strict under auto: text may come first, the call is optional.
+  ASSERT_TRUE(ParseApiRequest(ApiRoute::kChat, "{" + m + ",\"tools\":[" + tool + "," + strict_tool + "]}", Limits(), &r, &e)) << e.message;
+  EXPECT_TRUE(r.tool_call_grammar);
+  EXPECT_NE(r.output_grammar.find("tool-output ::= text calls?"), std::string::npos) << r.output_grammar;
+  // Refused: a keyword the compiler does not take, a non-object schema, strict with response_format.
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"tool_choice":"required","tools":[{"type":"function","function":{"name":"f",
+      "parameters":{"type":"object","properties":{"s":{"type":"string","pattern":"a"}}}}}]})", "tools");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"tools":[{"type":"function","function":{"name":"f","strict":true,
+      "parameters":{"type":"array"}}}]})", "tools");
+  ExpectError(ApiRoute::kChat, "{" + m + ",\"tools\":[" + strict_tool + R"(],"response_format":{"type":"json_object"}})",
+              "response_format");
+  ExpectError(ApiRoute::kChat, "{" + m + R"(,"tools":[{"type":"function","function":{"name":"f","strict":"yes"}}]})", "tools");
+}
+
 TEST(OpenAiApi, ChatFieldsAreRead) {
   ApiRequest r;
   ApiError e;

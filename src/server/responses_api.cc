@@ -274,6 +274,9 @@ bool TranslateTools(const json& body, ordered_json* chat, ResponsesRequest* out,
       if (Has(t, "description")) function["description"] = t["description"];
       if (Has(t, "parameters"))
         function["parameters"] = ordered_json::parse(t["parameters"].dump());
+      // strict: true constrains the call to the schema (server/tool_call_constraint.h). Unlike
+      // OpenAI's Responses API, where it defaults to true, absent means false here, as in chat.
+      if (Has(t, "strict")) function["strict"] = t["strict"];
       chat_tools.push_back({{"type", "function"}, {"function", function}});
     }
     (*chat)["tools"] = chat_tools;
@@ -635,7 +638,10 @@ std::string ResponsesWriter::Finish(const SequenceResult& result, const json& to
                                                            {"name", fn["name"]},
                                                            {"arguments", fn["arguments"]}});
     output_[index]["arguments"] = fn["arguments"];
-    output_[index]["status"] = "completed";
+    // The last call of a response cut short (max_output_tokens, timeout) may be cut itself: it
+    // is never claimed complete.
+    const bool cut = status_ == "incomplete" && &call == &tool_calls.back();
+    output_[index]["status"] = cut ? "incomplete" : "completed";
     out += Event("response.output_item.done", {{"output_index", index}, {"item", output_[index]}});
   }
   if (status_ == "in_progress") status_ = "completed";

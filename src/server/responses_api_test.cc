@@ -311,6 +311,14 @@ TEST(ResponsesApi, WriterEndsIncompleteOrFailed) {
   EXPECT_EQ(r["incomplete_details"]["reason"], "max_output_tokens");
   EXPECT_EQ(r["output"][0]["status"], "incomplete");
   EXPECT_EQ(r["max_output_tokens"], 2);
+  // Calls of a cut response: the last one may be cut itself, so it is not claimed complete.
+  ResponsesWriter calls(Parse(R"({"input":"q","max_output_tokens":9})"), "resp_x-2", 1, "m");
+  calls.Start();
+  calls.Finish(Result("length", 4, 9), json::parse(R"([
+      {"id":"call_0","type":"function","function":{"name":"f","arguments":"{}"}},
+      {"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\":"}}])"));
+  EXPECT_EQ(calls.Response()["output"][0]["status"], "completed");
+  EXPECT_EQ(calls.Response()["output"][1]["status"], "incomplete");
   ResponsesWriter echo(Parse(R"({"input":"q","temperature":0.7,"top_p":0.95})"), "resp_x-3", 1,
                        "m");
   EXPECT_EQ(echo.Response()["temperature"], 0.7);  // as sent, not the float's widening

@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "grammar/gbnf_parser.h"
 #include "grammar/token_mask.h"
+#include "grammar/tool_call_grammar.h"
 #include "server/exchange.h"
 #include "server/http_transport.h"
 #include "server/openai_response.h"
@@ -50,18 +51,24 @@ bool Ready(ServerState& s, httplib::Response& res) {
 
 // A forced tool_choice: the token sequences the output must open with, one per allowed tool:
 // "<|tool_call>call:NAME{" (the Gemma-4 call syntax), so the model writes only the arguments.
-std::vector<std::vector<int>> ForcedCallPrefixes(const Tokenizer& tok, const ApiRequest& r) {
+// In an open thought channel (in_thought) the output closes it first ("<channel|>"). With a
+// tool-call grammar too, the opening is still these tokens (the canonical tokenization), and the
+// grammar takes over for the arguments.
+std::vector<std::vector<int>> ForcedCallPrefixes(const Tokenizer& tok, const ApiRequest& r, bool in_thought) {
   std::vector<std::vector<int>> prefixes;
   if (!r.tool_call_forced) return prefixes;
   for (const json& t : r.tools)
-    prefixes.push_back(
-        tok.Encode("<|tool_call>call:" + t["function"]["name"].get<std::string>() + "{", false));
+    prefixes.push_back(tok.Encode(Str(in_thought ? "<channel|>" : "", "<|tool_call>call:",
+                                      t["function"]["name"].get<std::string>(), "{"),
+                                  false));
   return prefixes;
 }
 
 // The vocabulary as byte strings for token masks, built once per server (a few hundred ms for
-// 262k tokens). Special tokens are never produced by a grammar; the end-of-sequence ids end a
-// complete output.
+// 262k tokens). Special tokens are never produced by a grammar, except the tool-call protocol's
+// markers, which stand for single bytes that never occur in UTF-8 (grammar/tool_call_grammar.h;
+// only tool-call grammars ask for them); tokens holding such bytes (byte fallbacks F5-FF) are
+// left out so that nothing else spells them. The end-of-sequence ids end a complete output.
 std::shared_ptr<const grammar::TokenTrie> TokenTrieFor(ServerState& s, ServingEngine& engine) {
   std::lock_guard<std::mutex> lock(s.token_trie_mutex);
   if (!s.token_trie) {
@@ -70,8 +77,17 @@ std::shared_ptr<const grammar::TokenTrie> TokenTrieFor(ServerState& s, ServingEn
     std::vector<std::string> bytes(vocab);
     std::vector<char> eligible(vocab, 0);
     for (int id = 0; id < vocab; ++id) {
+      if (!tok.InRange(id)) continue;
       bytes[id] = tok.TokenBytes(id);
-      eligible[id] = tok.InRange(id) && !tok.IsSpecial(id);
+      if (const uint8_t stand_in = grammar::StandInByte(bytes[id]); stand_in != 0) {
+        bytes[id] = std::string(1, static_cast<char>(stand_in));
+        eligible[id] = 1;
+        continue;
+      }
+      if (tok.IsSpecial(id)) continue;
+      eligible[id] = std::none_of(bytes[id].begin(), bytes[id].end(), [](char c) {
+        return static_cast<uint8_t>(c) >= grammar::kFirstNonUtf8Byte;
+      });
     }
     s.token_trie = std::make_shared<grammar::TokenTrie>(bytes, eligible, engine.info().eos_token_ids);
   }
@@ -135,11 +151,12 @@ std::shared_ptr<Exchange> NewExchange(ServerState& s, ServingEngine& engine, con
 
 // The scheduler's request for `ex`, or a 400 when a forced tool call leaves no room.
 bool BuildSequence(ServerState& s, ServingEngine& engine, const ApiRequest& r, std::vector<int> prompt,
-                   const std::shared_ptr<Exchange>& ex, SequenceRequest* seq, ApiError* error) {
+                   bool in_thought, const std::shared_ptr<Exchange>& ex, SequenceRequest* seq,
+                   ApiError* error) {
   const int64_t room = s.options.context - static_cast<int64_t>(prompt.size());
   seq->prompt = std::move(prompt);
   seq->max_new_tokens = static_cast<int>(std::min<int64_t>(r.max_tokens.value_or(room), room));
-  seq->forced_prefixes = ForcedCallPrefixes(engine.tokenizer(), r);
+  seq->forced_prefixes = ForcedCallPrefixes(engine.tokenizer(), r, in_thought);
   size_t longest = 0;
   for (const auto& p : seq->forced_prefixes) longest = std::max(longest, p.size());
   if (longest > 0 && static_cast<size_t>(seq->max_new_tokens) <= longest) {
@@ -154,7 +171,10 @@ bool BuildSequence(ServerState& s, ServingEngine& engine, const ApiRequest& r, s
     return false;
   }
   if (!r.output_grammar.empty()) {
-    auto g = grammar::ParseGbnf(r.output_grammar);  // checked when the request was parsed
+    grammar::GbnfLimits limits;
+    limits.stand_in_bytes = r.tool_call_grammar;  // only the server's own tool-call grammars
+    const std::string& text = in_thought && r.tool_call_grammar ? r.output_grammar_in_thought : r.output_grammar;
+    auto g = grammar::ParseGbnf(text, limits);  // checked when the request was parsed
     if (!g.ok()) {
       *error = MakeApiError(400, g.status().message(), "invalid_request_error", "", "response_format");
       return false;
@@ -223,7 +243,7 @@ void HandleGeneration(ServerState& s, ApiRoute route, const httplib::Request& re
     s.metrics.CountError(error.code.empty() ? "invalid_request" : error.code);
     return SendError(res, error);
   }
-  if (in_thought && !r.output_grammar.empty()) {
+  if (in_thought && !r.output_grammar.empty() && !r.tool_call_grammar) {
     // The grammar constrains the whole output, which would then be read as the thought.
     s.metrics.CountError("invalid_request");
     return SendError(res, MakeApiError(400, "structured output ('response_format' or 'grammar') needs thinking "
@@ -232,7 +252,7 @@ void HandleGeneration(ServerState& s, ApiRoute route, const httplib::Request& re
   }
   std::shared_ptr<Exchange> ex = NewExchange(s, engine, r, req.path, in_thought);
   SequenceRequest seq;
-  if (!BuildSequence(s, engine, r, std::move(prompt), ex, &seq, &error)) {
+  if (!BuildSequence(s, engine, r, std::move(prompt), in_thought, ex, &seq, &error)) {
     s.metrics.CountError("invalid_request");
     return SendError(res, error);
   }
@@ -289,7 +309,7 @@ void HandleResponses(ServerState& s, const httplib::Request& req, httplib::Respo
   std::shared_ptr<Exchange> ex = NewExchange(s, engine, r, req.path, in_thought);
   ex->who.id = NewId(s, "resp_");
   SequenceRequest seq;
-  if (!BuildSequence(s, engine, r, std::move(prompt), ex, &seq, &error)) {
+  if (!BuildSequence(s, engine, r, std::move(prompt), in_thought, ex, &seq, &error)) {
     if (error.param == "max_tokens") error.param = "max_output_tokens";
     if (error.param == "messages") error.param = "input";
     s.metrics.CountError("invalid_request");

@@ -113,11 +113,12 @@ if grep -q '"choices":\[\],.*"usage":{"completion_tokens":6' "$tmp/sse"; then ok
 if [ -z "$(grep -v -e '^data: ' -e '^$' "$tmp/sse")" ]; then ok "SSE: only data lines and blank lines"; else fail "SSE: only data lines and blank lines"; fi
 
 # A named tool_choice on the wire: the stream carries one tool_calls delta (index, id, the named
-# function, arguments as a string) and finish_reason tool_calls. <|tool_response> (id 50, a stop
-# token) is biased so the call ends right after the forced opening "<|tool_call>call:get_time{".
+# function, arguments as a string) and finish_reason tool_calls. The forced call is decoded under
+# its schema: get_time has no parameters, so its arguments are "{}" whatever the model prefers
+# (<|tool_response>, id 50, a stop token, is biased and still cannot end the call early).
 tools='"tools":[{"type":"function","function":{"name":"get_weather"}},{"type":"function","function":{"name":"get_time"}}]'
 curl -sN "$url/v1/chat/completions" -d '{"messages":[{"role":"user","content":"Time?"}],"max_tokens":12,"temperature":0,"stream":true,'"$tools"',"tool_choice":{"type":"function","function":{"name":"get_time"}},"logit_bias":{"50":100}}' >"$tmp/sse_tool"
-if [ "$(grep -c '"tool_calls":\[{"function":{"arguments":"{","name":"get_time"},"id":"call_0","index":0,"type":"function"}\]' "$tmp/sse_tool")" = 1 ] &&
+if [ "$(grep -c '"tool_calls":\[{"function":{"arguments":"{}","name":"get_time"},"id":"call_0","index":0,"type":"function"}\]' "$tmp/sse_tool")" = 1 ] &&
    [ "$(grep -c '"finish_reason":"tool_calls"' "$tmp/sse_tool")" = 1 ] && [ "$(grep '^data: ' "$tmp/sse_tool" | tail -1)" = "data: [DONE]" ]; then
   ok "SSE: named tool_choice gives one tool_calls delta and finish_reason tool_calls"
 else
