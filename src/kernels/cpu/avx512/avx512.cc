@@ -190,6 +190,16 @@ inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
     for (int c = 0; c < C; ++c) y[(i + c) * ldy + r + a] = _mm512_reduce_add_ps(acc[a][c]);
 }
 
+// Activation bytes p[0..3] in every 32-bit lane, straight from memory (vpbroadcastd m32, or the
+// {1to16} operand of vpdpbusd). Copying a block's 8 dwords into an array first made GCC load
+// them as 64-bit pairs and broadcast from general registers (a shift and a domain crossing per
+// dword): the 8-row tile ran at ~25% of the vpdpbusd peak (bench/gemm_peak_bench.cc).
+inline __m512i BroadcastDword(const int8_t* p) {
+  int32_t d;
+  std::memcpy(&d, p, sizeof d);
+  return _mm512_set1_epi32(d);
+}
+
 // Row groups (layout in weight_matrix.h): vector s of a block holds columns 4s..4s+3 of each of
 // the 16 rows, so 8 vpdpbusd against broadcast activation dwords leave each row's whole-block
 // sum in its own lane. Per block and x row: 8 products, one convert, two FMAs for 16 rows x 32
@@ -227,13 +237,11 @@ inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int 
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd + b * kRowGroup)));
     for (int c = 0; c < C; ++c) {
       const int8_t* a = act.q[c] + b * kQuantBlock;
-      int32_t dword[8];
-      std::memcpy(dword, a, sizeof dword);
       // Two chains of 4: half the latency before the conversion.
       __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
       for (int v = 0; v < 4; ++v) {
-        sum0 = _mm512_dpbusd_epi32(sum0, ws[v], _mm512_set1_epi32(dword[v]));
-        sum1 = _mm512_dpbusd_epi32(sum1, ws[v + 4], _mm512_set1_epi32(dword[v + 4]));
+        sum0 = _mm512_dpbusd_epi32(sum0, ws[v], BroadcastDword(a + 4 * v));
+        sum1 = _mm512_dpbusd_epi32(sum1, ws[v + 4], BroadcastDword(a + 4 * (v + 4)));
       }
       const __m512i sum = _mm512_add_epi32(sum0, sum1);
       const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(act.scale[c][b]),
