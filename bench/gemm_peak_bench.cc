@@ -2,8 +2,9 @@
 //   BM_PeakInt8Dot/threads: int8 multiply-adds per second with the instruction the active kernel
 //     table's q8/q4 tiles use (AVX-512 VNNI vpdpbusd on 64 bytes; AVX2 maddubs + madd + add on 32),
 //     twelve independent accumulators per thread, no memory traffic. GOPS = 2 x multiply-adds.
-//   BM_PeakBf16Dot/threads: bf16 pairs per second (AVX-512 BF16 vdpbf16ps where the CPU has it;
-//     else the AVX2 route the bf16 kernels take: FMAs on bf16 widened to f32).
+//   BM_PeakBf16Dot/threads: bf16 pairs per second (AVX-512 BF16 vdpbf16ps where the CPU has it
+//     and the AVX-512 table is active; else FMAs on bf16 widened to f32, the route g4's bf16
+//     kernels take on every table today).
 //   BM_GemmTile/type/rows/threads/size: the q8/q4 product of an E2B gate-sized matrix (size 0:
 //     6144 x 1536, 9.4 MB in q8, the size of the last-level cache's share a core gets on a busy
 //     box; size 1: 768 x 1536, resident in L2, the tile's compute ceiling) with `rows` activation
@@ -129,7 +130,7 @@ PeakLoop Int8Loop() {
                           : PeakLoop{Int8Avx2, kInt8MacsAvx2, "vpmaddubsw+vpmaddwd ymm"};
 }
 PeakLoop Bf16Loop() {
-  return CpuHasAvx512Bf16() ? PeakLoop{Bf16Avx512, kBf16MacsAvx512, "vdpbf16ps zmm"}
+  return ActiveIsAvx512() && CpuHasAvx512Bf16() ? PeakLoop{Bf16Avx512, kBf16MacsAvx512, "vdpbf16ps zmm"}
                             : PeakLoop{Bf16Avx2, kBf16MacsAvx2, "vfmadd ymm (bf16 widened)"};
 }
 
