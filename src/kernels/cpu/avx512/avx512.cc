@@ -252,11 +252,69 @@ inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int 
   for (int c = 0; c < C; ++c) _mm512_storeu_ps(y + (i + c) * ldy + r, acc[c]);
 }
 
+// Two row groups (32 rows) at once for C activation rows: each activation broadcast feeds two
+// weight vectors, so per block and activation row 16 vpdpbusd take 8 broadcasts (GroupTile: 8
+// and 8). The integer sums and the float steps per lane are those of GroupTile, in the same
+// order: the results are bit-identical.
+template <bool kIsQ4, int C>
+inline void GroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
+                          int64_t ldy) {
+  constexpr int kBlockBytes = kIsQ4 ? 256 : 512;
+  const int nb = w.blocks();
+  const uint8_t* wq[2] = {w.quants(r), w.quants(r + kRowGroup)};
+  const uint16_t* wd[2] = {w.scales(r), w.scales(r + kRowGroup)};
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0f);
+  const float corr_scale = kIsQ4 ? 1.0f : 16.0f;
+  const ActivationRows<C> act(x, i);
+  __m512 acc[2][C];
+  for (int g = 0; g < 2; ++g)
+    for (int c = 0; c < C; ++c) acc[g][c] = _mm512_setzero_ps();
+  for (int b = 0; b < nb; ++b) {
+    __m512i sum[2][C];
+    for (int g = 0; g < 2; ++g)
+      for (int c = 0; c < C; ++c) sum[g][c] = _mm512_setzero_si512();
+    for (int v = 0; v < kBlockBytes / 64; ++v) {
+      __m512i lo[2], hi[2];
+      for (int g = 0; g < 2; ++g) {
+        const __m512i bytes =
+            _mm512_loadu_si512(wq[g] + static_cast<size_t>(b) * kBlockBytes + 64 * v);
+        if constexpr (kIsQ4) {
+          lo[g] = _mm512_and_si512(bytes, low_nibbles);
+          hi[g] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low_nibbles);
+        } else {
+          lo[g] = bytes;
+        }
+      }
+      for (int c = 0; c < C; ++c) {
+        const int8_t* a = act.q[c] + b * kQuantBlock;
+        const __m512i xl = BroadcastDword(a + 4 * v);
+        for (int g = 0; g < 2; ++g) sum[g][c] = _mm512_dpbusd_epi32(sum[g][c], lo[g], xl);
+        if constexpr (kIsQ4) {
+          const __m512i xh = BroadcastDword(a + 4 * (v + 4));
+          for (int g = 0; g < 2; ++g) sum[g][c] = _mm512_dpbusd_epi32(sum[g][c], hi[g], xh);
+        }
+      }
+    }
+    for (int g = 0; g < 2; ++g) {
+      const __m512 dw = _mm512_cvtph_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd[g] + b * kRowGroup)));
+      for (int c = 0; c < C; ++c) {
+        const __m512 f =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[g][c]), _mm512_set1_ps(act.scale[c][b]),
+                            _mm512_set1_ps(corr_scale * act.corr[c][b]));
+        acc[g][c] = _mm512_fmadd_ps(dw, f, acc[g][c]);
+      }
+    }
+  }
+  for (int g = 0; g < 2; ++g)
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(y + (i + c) * ldy + r + g * kRowGroup, acc[g][c]);
+}
+
 // The tiles for the shared driver (kernels/cpu/matmul_driver.h): row groups 8 x rows at a time
 // (then 4, 2, 1), row-major tiles 4 x 4.
 template <bool kIsQ4>
 struct Tiles {
-  static constexpr int kTileRows = 4, kTileCols = 4, kGroupCols = 8;
+  static constexpr int kTileRows = 4, kTileCols = 4, kGroupCols = 4;
   template <int R, int C>
   static void RowTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
                       int64_t ldy) {
@@ -270,6 +328,13 @@ struct Tiles {
   static void RowGroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
                            int64_t ldy) {
     GroupTile<kIsQ4, C>(w, r, x, i, y, ldy);
+  }
+  // Two groups at once for 2-4 activation rows (registers: 2 x C sums and accumulators).
+  static constexpr int kPairMinCols = 2, kPairMaxCols = 4;
+  template <int C>
+  static void RowGroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i,
+                               float* y, int64_t ldy) {
+    GroupPairTile<kIsQ4, C>(w, r, x, i, y, ldy);
   }
 };
 
