@@ -16,6 +16,9 @@ namespace g4 {
 //   template <int C> static void RowGroupTile(w, r, x, i, y, ldy);    // kRowGroups16 layout
 //   static constexpr int kTileRows, kTileCols;  // row-major R x C tile for x.n > 1
 //   static constexpr int kGroupCols;  // widest row-group tile (a power of 2): C = it, then halves
+// and optionally, for C in [kPairMinCols, kPairMaxCols], two row groups (32 rows) per call:
+//   static constexpr int kPairMinCols, kPairMaxCols;
+//   template <int C> static void RowGroupPairTile(w, r, x, i, y, ldy);
 // All take (const WeightMatrix&, int, const QuantizedRows&, int, float*, int64_t).
 
 // Row groups: x rows outer in tiles of Tiles::kGroupCols (then half as many, down to 1), groups
@@ -26,8 +29,18 @@ template <typename Tiles, int C>
 [[gnu::always_inline]] inline void WalkRowGroups(const WeightMatrix& w, int r0, int r1,
                                                  const QuantizedRows& x, int* i, float* y,
                                                  int64_t ldy) {
-  for (; *i + C <= x.n; *i += C)
-    for (int r = r0; r < r1; r += kRowGroup) Tiles::template RowGroupTile<C>(w, r, x, *i, y, ldy);
+  constexpr bool kPairs = [] {
+    if constexpr (requires { Tiles::kPairMinCols; })
+      return C >= Tiles::kPairMinCols && C <= Tiles::kPairMaxCols;
+    return false;
+  }();
+  for (; *i + C <= x.n; *i += C) {
+    int r = r0;
+    if constexpr (kPairs)
+      for (; r + 2 * kRowGroup <= r1; r += 2 * kRowGroup)
+        Tiles::template RowGroupPairTile<C>(w, r, x, *i, y, ldy);
+    for (; r < r1; r += kRowGroup) Tiles::template RowGroupTile<C>(w, r, x, *i, y, ldy);
+  }
   if constexpr (C > 1) WalkRowGroups<Tiles, C / 2>(w, r0, r1, x, i, y, ldy);
 }
 

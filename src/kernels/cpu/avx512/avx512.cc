@@ -190,6 +190,16 @@ inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
     for (int c = 0; c < C; ++c) y[(i + c) * ldy + r + a] = _mm512_reduce_add_ps(acc[a][c]);
 }
 
+// Activation bytes p[0..3] in every 32-bit lane, straight from memory (vpbroadcastd m32, or the
+// {1to16} operand of vpdpbusd). Copying a block's 8 dwords into an array first made GCC load
+// them as 64-bit pairs and broadcast from general registers (a shift and a domain crossing per
+// dword): the 8-row tile ran at ~25% of the vpdpbusd peak (bench/gemm_peak_bench.cc).
+inline __m512i BroadcastDword(const int8_t* p) {
+  int32_t d;
+  std::memcpy(&d, p, sizeof d);
+  return _mm512_set1_epi32(d);
+}
+
 // Row groups (layout in weight_matrix.h): vector s of a block holds columns 4s..4s+3 of each of
 // the 16 rows, so 8 vpdpbusd against broadcast activation dwords leave each row's whole-block
 // sum in its own lane. Per block and x row: 8 products, one convert, two FMAs for 16 rows x 32
@@ -227,13 +237,11 @@ inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int 
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd + b * kRowGroup)));
     for (int c = 0; c < C; ++c) {
       const int8_t* a = act.q[c] + b * kQuantBlock;
-      int32_t dword[8];
-      std::memcpy(dword, a, sizeof dword);
       // Two chains of 4: half the latency before the conversion.
       __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
       for (int v = 0; v < 4; ++v) {
-        sum0 = _mm512_dpbusd_epi32(sum0, ws[v], _mm512_set1_epi32(dword[v]));
-        sum1 = _mm512_dpbusd_epi32(sum1, ws[v + 4], _mm512_set1_epi32(dword[v + 4]));
+        sum0 = _mm512_dpbusd_epi32(sum0, ws[v], BroadcastDword(a + 4 * v));
+        sum1 = _mm512_dpbusd_epi32(sum1, ws[v + 4], BroadcastDword(a + 4 * (v + 4)));
       }
       const __m512i sum = _mm512_add_epi32(sum0, sum1);
       const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_set1_ps(act.scale[c][b]),
@@ -244,11 +252,69 @@ inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int 
   for (int c = 0; c < C; ++c) _mm512_storeu_ps(y + (i + c) * ldy + r, acc[c]);
 }
 
+// Two row groups (32 rows) at once for C activation rows: each activation broadcast feeds two
+// weight vectors, so per block and activation row 16 vpdpbusd take 8 broadcasts (GroupTile: 8
+// and 8). The integer sums and the float steps per lane are those of GroupTile, in the same
+// order: the results are bit-identical.
+template <bool kIsQ4, int C>
+inline void GroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
+                          int64_t ldy) {
+  constexpr int kBlockBytes = kIsQ4 ? 256 : 512;
+  const int nb = w.blocks();
+  const uint8_t* wq[2] = {w.quants(r), w.quants(r + kRowGroup)};
+  const uint16_t* wd[2] = {w.scales(r), w.scales(r + kRowGroup)};
+  const __m512i low_nibbles = _mm512_set1_epi8(0x0f);
+  const float corr_scale = kIsQ4 ? 1.0f : 16.0f;
+  const ActivationRows<C> act(x, i);
+  __m512 acc[2][C];
+  for (int g = 0; g < 2; ++g)
+    for (int c = 0; c < C; ++c) acc[g][c] = _mm512_setzero_ps();
+  for (int b = 0; b < nb; ++b) {
+    __m512i sum[2][C];
+    for (int g = 0; g < 2; ++g)
+      for (int c = 0; c < C; ++c) sum[g][c] = _mm512_setzero_si512();
+    for (int v = 0; v < kBlockBytes / 64; ++v) {
+      __m512i lo[2], hi[2];
+      for (int g = 0; g < 2; ++g) {
+        const __m512i bytes =
+            _mm512_loadu_si512(wq[g] + static_cast<size_t>(b) * kBlockBytes + 64 * v);
+        if constexpr (kIsQ4) {
+          lo[g] = _mm512_and_si512(bytes, low_nibbles);
+          hi[g] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low_nibbles);
+        } else {
+          lo[g] = bytes;
+        }
+      }
+      for (int c = 0; c < C; ++c) {
+        const int8_t* a = act.q[c] + b * kQuantBlock;
+        const __m512i xl = BroadcastDword(a + 4 * v);
+        for (int g = 0; g < 2; ++g) sum[g][c] = _mm512_dpbusd_epi32(sum[g][c], lo[g], xl);
+        if constexpr (kIsQ4) {
+          const __m512i xh = BroadcastDword(a + 4 * (v + 4));
+          for (int g = 0; g < 2; ++g) sum[g][c] = _mm512_dpbusd_epi32(sum[g][c], hi[g], xh);
+        }
+      }
+    }
+    for (int g = 0; g < 2; ++g) {
+      const __m512 dw = _mm512_cvtph_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd[g] + b * kRowGroup)));
+      for (int c = 0; c < C; ++c) {
+        const __m512 f =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[g][c]), _mm512_set1_ps(act.scale[c][b]),
+                            _mm512_set1_ps(corr_scale * act.corr[c][b]));
+        acc[g][c] = _mm512_fmadd_ps(dw, f, acc[g][c]);
+      }
+    }
+  }
+  for (int g = 0; g < 2; ++g)
+    for (int c = 0; c < C; ++c) _mm512_storeu_ps(y + (i + c) * ldy + r + g * kRowGroup, acc[g][c]);
+}
+
 // The tiles for the shared driver (kernels/cpu/matmul_driver.h): row groups 8 x rows at a time
 // (then 4, 2, 1), row-major tiles 4 x 4.
 template <bool kIsQ4>
 struct Tiles {
-  static constexpr int kTileRows = 4, kTileCols = 4, kGroupCols = 8;
+  static constexpr int kTileRows = 4, kTileCols = 4, kGroupCols = 4;
   template <int R, int C>
   static void RowTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
                       int64_t ldy) {
@@ -262,6 +328,13 @@ struct Tiles {
   static void RowGroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
                            int64_t ldy) {
     GroupTile<kIsQ4, C>(w, r, x, i, y, ldy);
+  }
+  // Two groups at once for 2-4 activation rows (registers: 2 x C sums and accumulators).
+  static constexpr int kPairMinCols = 2, kPairMaxCols = 4;
+  template <int C>
+  static void RowGroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i,
+                               float* y, int64_t ldy) {
+    GroupPairTile<kIsQ4, C>(w, r, x, i, y, ldy);
   }
 };
 
