@@ -74,9 +74,10 @@ Result<nlohmann::json> BenchSchema(const BenchFlags& f, Model& model, const std:
     held.constraint = &constraint;
     cache.Reset();
     G4_ASSIGN_OR_RETURN(GenerateResult out, Generate(model, cache, prompt, held));
-    const double tps = (out.tokens.size() - 1) / std::max(1e-9, out.decode_seconds);
-    if (out.tokens.size() > 1 && tps > constrained_best) {
-      constrained_best = tps;
+    // An output of one token (`{}` is one token) has no decode steps to time, but is reported.
+    const double tps = out.tokens.size() > 1 ? (out.tokens.size() - 1) / std::max(1e-9, out.decode_seconds) : 0.0;
+    if (r == 0 || tps > constrained_best) {
+      constrained_best = std::max(constrained_best, tps);
       constrained_out = out;
     }
   }
