@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "grammar/gbnf_parser.h"
@@ -31,7 +32,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   auto g = g4::grammar::ParseGbnf(*gbnf);
-  if (!g.ok()) std::abort();  // the compiler wrote a grammar its own parser refuses
+  // The compiler wrote a grammar its own parser refuses: a bug, unless the schema admits no value
+  // at all (`{"$ref": "#"}`), which the parser reports with a message of its own.
+  if (!g.ok()) {
+    if (g.status().message().find("matches no string") == std::string::npos) std::abort();
+    return 0;
+  }
   g4::grammar::Recognizer r(std::make_shared<g4::grammar::Automaton>(std::move(g).value()));
   for (char c : std::string_view(R"({"a":[1,"x",true,null,{"b":-2.5e3}],"c":"2024-01-31"})")) {
     if (!r.Accept(static_cast<uint8_t>(c))) break;
