@@ -455,6 +455,7 @@ class Compiler {
           types.push_back(t);
         }
       else return Status::Errorf(at, ": 'type' must be a string or an array of strings");
+      if (types.empty()) return Status::Errorf(at, ": 'type' is an empty array (no value can match)");
     } else if (s.contains("properties") || s.contains("additionalProperties") || s.contains("required")) {
       types.push_back("object");
     } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
