@@ -509,8 +509,8 @@ int RunDoctor(int argc, char** argv) {
     int packed_tp = 1;
     LmHeadPlacement lm_head = LmHeadPlacement::kSplitVocab;
     if (auto pack = PackFile::Open(model_dir); pack.ok()) {
-      packed_tp = std::max(1, (*pack)->meta().value("tp", 1));
-      if ((*pack)->meta().value("lm_head", std::string()) == "rank0")
+      packed_tp = std::max(1, MetaInt((*pack)->meta(), "tp", 1));
+      if (MetaString((*pack)->meta(), "lm_head") == "rank0")
         lm_head = LmHeadPlacement::kRank0;
     }
     Status loaded;

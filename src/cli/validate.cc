@@ -129,12 +129,12 @@ Status CheckTarget(ValidateFlags& f, WeightType* quant) {
   *quant = WeightType::kBF16;
   if (!f.artifact.empty()) {
     G4_ASSIGN_OR_RETURN(auto pack, PackFile::Open(f.artifact));
-    const std::string packed_quant = pack->meta().value("quant", std::string("bf16"));
+    const std::string packed_quant = pack->meta().contains("quant") ? MetaString(pack->meta(), "quant") : std::string("bf16");
     if (!f.quant_text.empty() && f.quant_text != packed_quant)
       return Status::Errorf(f.artifact, " holds ", packed_quant, " weights, not ", f.quant_text);
     f.quant_text = packed_quant;
     // Caught here too (the loader refuses it as well) so the message comes before the oracle runs.
-    const int packed_tp = pack->meta().value("tp", 1);
+    const int packed_tp = MetaInt(pack->meta(), "tp", 1);
     if (packed_tp != f.tp)
       return Status::Errorf(f.artifact, " was packed with --tp ", packed_tp, " but validate runs --tp ", f.tp,
                             ": give --tp ", packed_tp, " (or re-pack with `g4 pack --tp ", f.tp, "`)");

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cinttypes>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -15,6 +16,25 @@
 #include "base/hash.h"
 
 namespace g4 {
+
+std::string MetaString(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+int MetaInt(const nlohmann::json& j, const char* key, int fallback) {
+  auto it = j.find(key);
+  if (it == j.end()) return fallback;
+  if (it->is_number_unsigned()) {
+    const uint64_t v = it->get<uint64_t>();
+    return v <= static_cast<uint64_t>(INT_MAX) ? static_cast<int>(v) : INT_MIN;
+  }
+  if (it->is_number_integer()) {
+    const int64_t v = it->get<int64_t>();
+    return v >= INT_MIN && v <= INT_MAX ? static_cast<int>(v) : INT_MIN;
+  }
+  return INT_MIN;
+}
 
 namespace {
 

@@ -80,6 +80,12 @@ struct PackSection {
   const uint8_t* data = nullptr;  // into the mapping
 };
 
+// Artifact metadata fields, read defensively: an artifact is outside input, and json::value()
+// throws on a type mismatch. MetaString: "" when absent or not a string. MetaInt: `fallback` when
+// absent; INT_MIN when present but not an integer that fits an int.
+std::string MetaString(const nlohmann::json& meta, const char* key);
+int MetaInt(const nlohmann::json& meta, const char* key, int fallback);
+
 class PackFile {
  public:
   // Maps PATH and checks magic, format version, size (truncation), header and table checksums.

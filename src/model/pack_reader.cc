@@ -34,28 +34,6 @@ std::string FirstDifference(const nlohmann::json& a, const nlohmann::json& b, co
   return where + " (" + a.dump() + " vs " + b.dump() + ")";
 }
 
-// Metadata fields, read defensively: an artifact is outside input, and json::value() throws on
-// a type mismatch and converts an out-of-range number with undefined behaviour.
-std::string StringField(const nlohmann::json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-// `fallback` when absent; INT_MIN when present but not an integer that fits an int.
-int IntField(const nlohmann::json& j, const char* key, int fallback) {
-  auto it = j.find(key);
-  if (it == j.end()) return fallback;
-  if (it->is_number_unsigned()) {
-    const uint64_t v = it->get<uint64_t>();
-    return v <= static_cast<uint64_t>(INT_MAX) ? static_cast<int>(v) : INT_MIN;
-  }
-  if (it->is_number_integer()) {
-    const int64_t v = it->get<int64_t>();
-    return v >= INT_MIN && v <= INT_MAX ? static_cast<int>(v) : INT_MIN;
-  }
-  return INT_MIN;
-}
-
 // `fallback` when absent; false when present but not a finite number within float range.
 bool FloatField(const nlohmann::json& j, const char* key, float fallback, float* out) {
   auto it = j.find(key);
@@ -95,7 +73,7 @@ Result<PackedModel> LoadPackedModelChecked(const std::string& path, WeightType r
   std::shared_ptr<PackFile> pack = std::move(pack_ptr);
   const nlohmann::json& meta = pack->meta();
   // The rank count first: it decides which sections this process reads at all.
-  const int packed_tp = IntField(meta, "tp", 1);
+  const int packed_tp = MetaInt(meta, "tp", 1);
   if (packed_tp < 1)
     return Status::Errorf(path, ": tp in the artifact's meta is ",
                           meta.value("tp", nlohmann::json()).dump(),
@@ -108,7 +86,7 @@ Result<PackedModel> LoadPackedModelChecked(const std::string& path, WeightType r
   if (rank < 0 || rank >= tp)
     return Status::Errorf(path, ": rank ", rank, " of --tp ", tp, " does not exist");
   const std::string packed_lm_head =
-      meta.contains("lm_head") ? StringField(meta, "lm_head") : "split";
+      meta.contains("lm_head") ? MetaString(meta, "lm_head") : "split";
   if (tp > 1 && packed_lm_head != LmHeadName(lm_head))
     return Status::Errorf(path, ": packed with the LM head placed \"", packed_lm_head,
                           "\" but this command asks for \"", LmHeadName(lm_head),
@@ -122,7 +100,7 @@ Result<PackedModel> LoadPackedModelChecked(const std::string& path, WeightType r
     }));
   }
   WeightType quant;
-  if (!ParseWeightType(StringField(meta, "quant"), &quant))
+  if (!ParseWeightType(MetaString(meta, "quant"), &quant))
     return Status::Errorf(path, ": unknown weight format ",
                           meta.value("quant", nlohmann::json()).dump(), " in the artifact");
   if (requested != WeightType::kBF16 && requested != quant)
@@ -160,7 +138,7 @@ Result<PackedModel> LoadPackedModelChecked(const std::string& path, WeightType r
   auto w = std::make_unique<ModelWeights>();
   w->layers.resize(plan.n_layers());
   w->quant = quant;
-  w->tensor_prefix = StringField(meta, "tensor_prefix");
+  w->tensor_prefix = MetaString(meta, "tensor_prefix");
   if (!FloatField(meta, "embed_scale", 1.0f, &w->embed_scale) ||
       !FloatField(meta, "ple_scale", 1.0f, &w->ple_scale))
     return Status::Errorf(
@@ -178,8 +156,8 @@ Result<PackedModel> LoadPackedModelChecked(const std::string& path, WeightType r
         const PackSection* s = section(name);
         if (!s || !status.ok()) return;
         WeightType type;
-        const int r = IntField(s->meta, "rows", -1), c = IntField(s->meta, "cols", -1);
-        if (!ParseWeightType(StringField(s->meta, "type"), &type) || r != rows || c != cols ||
+        const int r = MetaInt(s->meta, "rows", -1), c = MetaInt(s->meta, "cols", -1);
+        if (!ParseWeightType(MetaString(s->meta, "type"), &type) || r != rows || c != cols ||
             s->bytes != WeightBytes(type, rows, cols)) {
           status =
               Status::Errorf(path, ": section ", prefix, name, " holds ", s->meta.dump(), " in ",
@@ -216,7 +194,7 @@ Result<PackedModel> LoadPackedModelChecked(const std::string& path, WeightType r
   if (plan.ple_dim > 0) {
     const PackSection* s = pack->Find("ple_table");
     if (!s) return Status::Errorf(path, ": the artifact has no ple_table section");
-    G4_ASSIGN_OR_RETURN(w->ple_dtype, ParseDType(StringField(s->meta, "dtype")));
+    G4_ASSIGN_OR_RETURN(w->ple_dtype, ParseDType(MetaString(s->meta, "dtype")));
     const uint64_t expect = static_cast<uint64_t>(plan.vocab) * plan.n_layers() * plan.ple_dim * DTypeSize(w->ple_dtype);
     if (s->bytes != expect)
       return Status::Errorf(path, ": section ple_table has ", s->bytes, " bytes, the plan needs ", expect);
@@ -229,20 +207,20 @@ Result<PackedModel> LoadPackedModelChecked(const std::string& path, WeightType r
       return Status::Errorf(
           path,
           ": the artifact has no embed_table section (needed by a rank without the whole LM head)");
-    G4_ASSIGN_OR_RETURN(w->embed_table_dtype, ParseDType(StringField(s->meta, "dtype")));
+    G4_ASSIGN_OR_RETURN(w->embed_table_dtype, ParseDType(MetaString(s->meta, "dtype")));
     const uint64_t expect =
         static_cast<uint64_t>(plan.vocab) * plan.hidden * DTypeSize(w->embed_table_dtype);
     if (s->bytes != expect)
       return Status::Errorf(path, ": section embed_table has ", s->bytes, " bytes, the plan needs ",
                             expect);
-    if (!ParseWeightType(StringField(s->meta, "lookup_type"), &w->embed_table_type))
+    if (!ParseWeightType(MetaString(s->meta, "lookup_type"), &w->embed_table_type))
       return Status::Errorf(path,
                             ": section embed_table has no valid lookup_type: ", s->meta.dump());
     w->embed_table = s->data;
     w->mapped_bytes += static_cast<int64_t>(s->bytes);
   }
   for (const PackSection& s : pack->sections())
-    if (s.name.rfind(prefix, 0) == 0 && StringField(s.meta, "kind") == "matrix")
+    if (s.name.rfind(prefix, 0) == 0 && MetaString(s.meta, "kind") == "matrix")
       w->mapped_bytes += static_cast<int64_t>(s.bytes);
   w->artifact = pack;  // keeps the mapping alive as long as the weights
   out.weights = std::move(w);

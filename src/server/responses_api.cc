@@ -20,6 +20,11 @@ bool Fail(ApiError* error, const std::string& param, const std::string& message)
 
 bool Has(const json& j, const char* name) { return j.contains(name) && !j[name].is_null(); }
 
+// json::value() throws on a present null or a non-boolean; requests may send "stream": null.
+bool IsTrue(const json& j, const char* name) {
+  return j.contains(name) && j[name].is_boolean() && j[name].get<bool>();
+}
+
 bool NonEmptyString(const json& j, const char* name) {
   return j.contains(name) && j[name].is_string() && !j[name].get<std::string>().empty();
 }
@@ -76,7 +81,7 @@ bool CheckFields(const json& body, ApiError* error) {
   if (Has(body, "stream_options")) {
     const json& so = body["stream_options"];
     if (!so.is_object()) return Fail(error, "stream_options", "'stream_options' must be an object");
-    if (body.value("stream", false) != true)
+    if (!IsTrue(body, "stream"))
       return Fail(error, "stream_options",
                   "'stream_options' is only allowed when 'stream' is true");
     for (const auto& [k, v] : so.items())
@@ -439,7 +444,7 @@ bool ParseResponsesRequest(const std::string& body, const ApiLimits& limits,
     RenameParam(error);
     return false;
   }
-  out->api.stream = j.value("stream", false) == true;
+  out->api.stream = IsTrue(j, "stream");
   out->store = !j.contains("store") || j["store"] != false;
   if (j.contains("max_output_tokens")) out->max_output_tokens = j["max_output_tokens"];
   if (Has(j, "metadata")) out->metadata = j["metadata"];

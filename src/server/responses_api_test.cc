@@ -53,6 +53,16 @@ TEST(ResponsesApi, StringInputAndInstructionsBecomeSystemAndUserMessages) {
   EXPECT_EQ(r.max_output_tokens, 7);
 }
 
+// OpenAI clients send optional fields as null; null means "not given", never a crash.
+TEST(ResponsesApi, NullOptionalFieldsMeanTheDefaults) {
+  const ResponsesRequest r = Parse(
+      R"({"model":"m","input":"hi","stream":null,"store":null,"parallel_tool_calls":null,"max_output_tokens":null,"temperature":null})");
+  EXPECT_FALSE(r.api.stream);
+  EXPECT_TRUE(r.store);
+  ParseError(R"({"input":"x","stream":null,"stream_options":{"include_obfuscation":false}})",
+             "stream_options");
+}
+
 TEST(ResponsesApi, ItemsFoldIntoChatMessages) {
   const ResponsesRequest r = Parse(R"({"input":[
       {"role":"developer","content":"dev"},

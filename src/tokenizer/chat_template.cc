@@ -69,7 +69,7 @@ Result<std::string> ConfigTemplate(const ordered_json& entry) {
   if (entry.is_string()) return entry.get<std::string>();
   if (entry.is_array()) {
     for (const ordered_json& named : entry) {
-      if (named.is_object() && named.value("name", "") == "default" && named.contains("template") &&
+      if (named.is_object() && named.contains("name") && named["name"] == "default" && named.contains("template") &&
           named["template"].is_string())
         return named["template"].get<std::string>();
     }
