@@ -23,6 +23,18 @@ size_t DTypeSize(DType dtype) {
   return 1;
 }
 
+void StoreFloatElement(DType dtype, float value, uint8_t* out) {
+  if (dtype == DType::kBF16) {
+    const uint16_t h = F32ToBf16(value);
+    std::memcpy(out, &h, 2);
+  } else if (dtype == DType::kF16) {
+    const uint16_t h = F32ToF16(value);
+    std::memcpy(out, &h, 2);
+  } else {
+    std::memcpy(out, &value, 4);
+  }
+}
+
 const char* DTypeName(DType dtype) {
   switch (dtype) {
     case DType::kF32: return "F32";

@@ -21,6 +21,8 @@ enum class DType { kF32, kF16, kBF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool };
 size_t DTypeSize(DType dtype);
 const char* DTypeName(DType dtype);  // safetensors spelling: "BF16", "F32", ...
 Result<DType> ParseDType(const std::string& name);
+// Writes `value` as one little-endian element of F32, F16 or BF16 (rounded to nearest even).
+void StoreFloatElement(DType dtype, float value, uint8_t* out);
 
 struct TensorView {
   std::string name;

@@ -7,7 +7,6 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "base/half.h"
 #include "base/mapped_file.h"
 
 namespace g4 {
@@ -404,16 +403,7 @@ Status WriteSynthCheckpoint(const SynthSpec& spec, const SynthOptions& options,
       const uint64_t first = offset / esize;
       const size_t n = bytes / esize;
       for (size_t e = 0; e < n; ++e) {
-        const float v = ValueAt(t, seeds[index], first + e);
-        if (options.dtype == DType::kBF16) {
-          const uint16_t h = F32ToBf16(v);
-          std::memcpy(out + 2 * e, &h, 2);
-        } else if (options.dtype == DType::kF16) {
-          const uint16_t h = F32ToF16(v);
-          std::memcpy(out + 2 * e, &h, 2);
-        } else {
-          std::memcpy(out + 4 * e, &v, 4);
-        }
+        StoreFloatElement(options.dtype, ValueAt(t, seeds[index], first + e), out + esize * e);
       }
       return OkStatus();
     };

@@ -7,7 +7,6 @@
 #include <numeric>
 #include <nlohmann/json.hpp>
 
-#include "base/half.h"
 #include "base/mapped_file.h"
 
 namespace g4 {
@@ -200,16 +199,7 @@ Status WriteSynthAssistant(const SynthAssistantSpec& spec, const SynthOptions& o
     const SynthTensor& t = tensors[index];
     const uint64_t first = offset / esize;
     for (size_t e = 0; e < bytes / esize; ++e) {
-      const float v = SynthValue(t, options.seed, first + e);
-      if (options.dtype == DType::kBF16) {
-        const uint16_t h = F32ToBf16(v);
-        std::memcpy(out + 2 * e, &h, 2);
-      } else if (options.dtype == DType::kF16) {
-        const uint16_t h = F32ToF16(v);
-        std::memcpy(out + 2 * e, &h, 2);
-      } else {
-        std::memcpy(out + 4 * e, &v, 4);
-      }
+      StoreFloatElement(options.dtype, SynthValue(t, options.seed, first + e), out + esize * e);
     }
     return OkStatus();
   };
