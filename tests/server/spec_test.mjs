@@ -102,6 +102,10 @@ test('greedy output with --spec ngram equals plain serving, 8 concurrent streams
   const mtpPasses = await metric(mtpServer.url, 'g4_spec_target_passes_total');
   console.log(`     --spec mtp (synthetic assistant): drafted ${mtpDrafted} in ${mtpPasses} target passes`);
   assert.ok(mtpDrafted > 0 && mtpPasses > 0, 'the assistant drafted nothing');
+  // Sampled requests verify the assistant's greedy drafts by speculative sampling: they run to length.
+  const sampled = await Promise.all([0.7, 1.2].map((temperature) => complete(mtpServer.url,
+    { prompt: requests[0].prompt, temperature, seed: 5, max_tokens: 20, ignore_eos: true })));
+  for (const r of sampled) assert.deepEqual([r.finish, r.tokens], ['length', 20]);
   mtpServer.proc.kill('SIGTERM');
   await mtpServer.exited;
 });
