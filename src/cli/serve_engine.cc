@@ -9,7 +9,9 @@
 #include "model/loader.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/tp_serve.h"
+#include "model/assistant.h"
 #include "runtime/draft_model_drafter.h"
+#include "runtime/mtp_drafter.h"
 #include "runtime/ngram_drafter.h"
 #include "server/log.h"
 #include "tokenizer/chat_template.h"
@@ -58,9 +60,12 @@ class LoadedEngine : public ServingEngine {
 };
 
 // --spec: one drafter per slot, handed to the scheduler through its options. Prompt lookup needs
-// nothing; a draft model is loaded once (the target's format and threads) and each slot's drafter
-// keeps its own KV cache of the slot's context. Draft-model drafters draft greedily whatever a
-// request samples with: a deterministic draft's q is one-hot, which speculative sampling allows.
+// nothing; the assistant (mtp) is loaded once and shared by the slots' drafters, each reading its
+// own slot's cache and hidden state; a draft model is loaded once (the target's format and
+// threads) and each slot's drafter keeps its own KV cache of the slot's context. Draft-model
+// drafters draft greedily whatever a request samples with: a deterministic draft's q is one-hot,
+// which speculative sampling allows. Under tensor parallelism the drafters run on rank 0 only
+// (the scheduler's); their rows reach the other ranks with the step.
 Status AddDrafters(const SpecFlags& spec, const ModelOptions& load, Model& target,
                    SchedulerOptions* so, std::unique_ptr<Model>* draft_model) {
   if (!spec.enabled()) return OkStatus();
@@ -71,6 +76,15 @@ Status AddDrafters(const SpecFlags& spec, const ModelOptions& load, Model& targe
   if (spec.spec == "ngram") {
     const int n_min = spec.ngram_min, n_max = spec.ngram_max;
     so->make_drafter = [n_min, n_max](int) { return std::make_unique<NgramDrafter>(n_min, n_max); };
+    return OkStatus();
+  }
+  if (spec.spec == "mtp") {
+    // Rank 0's cache holds only its share of the KV heads, and the assistant reads all of them.
+    if (target.communicator())
+      return Status::Error("--spec mtp does not run with --tp (tensor-parallel serving) yet; use --spec ngram or draft");
+    G4_ASSIGN_OR_RETURN(std::unique_ptr<Assistant> loaded, Assistant::Load(spec.draft, target));
+    std::shared_ptr<Assistant> assistant = std::move(loaded);
+    so->make_drafter = [assistant](int) { return std::make_unique<MtpDrafter>(assistant); };
     return OkStatus();
   }
   G4_ASSIGN_OR_RETURN(*draft_model, LoadModel(spec.draft, load));
@@ -116,15 +130,12 @@ Result<std::unique_ptr<ServingEngine>> LoadServingEngine(const ServeModelOptions
   info.eos_token_ids = plan.config.eos_token_ids;
   info.suppress_tokens = plan.config.suppress_tokens;
   info.generation = plan.config.generation;
-  if (engine->tp_)
-    engine->tp_->Start(scheduler_options.parallel, scheduler_options.context, scheduler_options.prefill_chunk,
-                       scheduler_options.kv_type);
   SchedulerOptions so = scheduler_options;
-  if (model.spec.enabled() && engine->tp_)
-    return Status::Error("--spec does not run with tensor-parallel serving yet");
+  // Before the followers allocate their caches: drafting may raise the rows per call.
   G4_RETURN_IF_ERROR(AddDrafters(model.spec, mo, *engine->model_, &so, &engine->draft_model_));
+  if (engine->tp_) engine->tp_->Start(so.parallel, so.context, so.prefill_chunk, so.kv_type);
   if (model.spec.enabled())
-    ServerLog(Str("speculative decoding: ", model.spec.spec, model.spec.spec == "draft" ? " (" + model.spec.draft + ")" : "",
+    ServerLog(Str("speculative decoding: ", model.spec.spec, model.spec.spec != "ngram" ? " (" + model.spec.draft + ")" : "",
                   ", up to ", so.draft_max, " drafted tokens per slot and step", so.draft_adaptive ? " (adaptive)" : ""));
   engine->scheduler_ = std::make_unique<Scheduler>(*engine->model_, so, engine->tp_.get());
   return std::unique_ptr<ServingEngine>(std::move(engine));

@@ -20,7 +20,8 @@ struct ServeModelOptions {
   // this process is rank 0 of the world (of this size) and the others follow (parallel/tp_serve.h).
   int tp = 1;
   std::string kv_type = "f32";  // the slots' KV cache format (--kv-type, kernels/kv_format.h)
-  // Speculative decoding per slot (--spec, --draft, --draft-max, ...; not under tensor parallelism).
+  // Speculative decoding per slot (--spec, --draft, --draft-max, ...; the drafters run on rank 0;
+  // mtp not under tensor parallelism).
   SpecFlags spec;
 };
 

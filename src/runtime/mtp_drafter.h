@@ -1,6 +1,8 @@
 // The assistant (MTP) drafter: Gemma-4's own drafter heads (model/assistant.h) read the target's
 // KV cache and the hidden state of its last row, and draft greedily by chaining their own
-// recurrent hidden. Stateless between proposals: everything it reads is the target's.
+// recurrent hidden. Stateless between proposals: everything it reads is the target's, so the
+// slots of g4 serve share one assistant (their proposals run one after another on the engine
+// thread).
 #pragma once
 
 #include <memory>
@@ -12,7 +14,7 @@ namespace g4 {
 
 class MtpDrafter : public Drafter {
  public:
-  explicit MtpDrafter(std::unique_ptr<Assistant> assistant) : assistant_(std::move(assistant)) {}
+  explicit MtpDrafter(std::shared_ptr<Assistant> assistant) : assistant_(std::move(assistant)) {}
   const char* name() const override { return "mtp"; }
   // Drafts request.max_tokens tokens after context.back(), which the target's cache does not
   // hold yet (it holds every earlier token); deterministic, so draft->q stays empty.
@@ -20,7 +22,7 @@ class MtpDrafter : public Drafter {
   bool wants_target_state() const override { return true; }
 
  private:
-  std::unique_ptr<Assistant> assistant_;
+  std::shared_ptr<Assistant> assistant_;
 };
 
 }  // namespace g4

@@ -43,7 +43,11 @@ Scheduler::Scheduler(Model& model, const SchedulerOptions& options, StepListener
   // A slot verifies [last, d1..dN] in one call, so N stays below the cache's rows per call.
   options_.draft_max = std::clamp(options_.draft_max, 1, std::max(1, options_.prefill_chunk - 1));
   if (options_.make_drafter && options_.prefill_chunk > 1)
-    for (auto& slot : slots_) slot->drafter = options_.make_drafter(slot->index);
+    for (auto& slot : slots_) {
+      slot->drafter = options_.make_drafter(slot->index);
+      if (slot->drafter && slot->drafter->wants_target_state())
+        slot->last_hidden.resize(static_cast<size_t>(model_.plan().hidden));
+    }
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -312,6 +316,7 @@ void Scheduler::ProposeDrafts() {
     request.context = &slot.context;
     request.max_tokens = n_max;
     request.target_cache = &slot.cache;
+    if (!slot.last_hidden.empty()) request.target_hidden = slot.last_hidden.data();
     const Status st = slot.drafter->Propose(request, &slot.draft);
     spec_draft_ns_.fetch_add(static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
@@ -454,7 +459,7 @@ void Scheduler::Step() {
   for (size_t i = 0; i < owners.size(); ++i) {
     Slot& slot = *owners[i].slot;
     if (verified[i] > 0) {
-      EmitVerified(slot, verified[i]);
+      EmitVerified(slot, verified[i], first_row[i]);
       continue;
     }
     const TokenInfo& info = infos[i];
@@ -475,7 +480,10 @@ void Scheduler::Step() {
       spec_tokens_.fetch_add(1);
     }
     slot.generated.push_back(info.token);
-    if (slot.speculate) slot.context.push_back(info.token);
+    if (slot.speculate) {
+      slot.context.push_back(info.token);
+      KeepHidden(slot, first_row[i]);
+    }
     // Once the grammar is complete with nothing left to add, the sequence ends ("stop") without
     // waiting for an end token.
     const bool grammar_done = slot.request.constraint && slot.request.constraint->IsFinished();
@@ -494,7 +502,13 @@ void Scheduler::Step() {
   kv_used_.store(used);
 }
 
-void Scheduler::EmitVerified(Slot& slot, int count) {
+void Scheduler::KeepHidden(Slot& slot, size_t row) {
+  if (slot.last_hidden.empty()) return;
+  const size_t H = slot.last_hidden.size();
+  std::copy_n(act_.logits_in.begin() + static_cast<std::ptrdiff_t>(row * H), H, slot.last_hidden.begin());
+}
+
+void Scheduler::EmitVerified(Slot& slot, int count, size_t hidden) {
   const int n = static_cast<int>(slot.draft.tokens.size());
   const size_t before = slot.generated.size() - static_cast<size_t>(count);
   // The cache holds [last, d1..dn] after `past`; it keeps the rows of every emitted token but the
@@ -522,6 +536,7 @@ void Scheduler::EmitVerified(Slot& slot, int count) {
       reason = "length";
   }
   slot.generated.resize(before + static_cast<size_t>(emitted));
+  KeepHidden(slot, hidden + static_cast<size_t>(emitted - 1));  // the row that gave the last one
   spec_tokens_.fetch_add(static_cast<uint64_t>(emitted));
   if (!slot.cache.RollbackTo(past + emitted)) {
     Finish(slot, "error", Str("internal: the KV cache cannot roll back to ", past + emitted,

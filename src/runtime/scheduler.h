@@ -13,6 +13,8 @@
 // with, and the slot's cache rolls back past the rejected rows. Tokens reach the callbacks one by
 // one, so stop strings and max_new_tokens cut exactly where they would without drafting.
 // Constrained sequences (constraint, forced_prefixes) and those asking for logprobs decode plainly.
+// A drafter that reads the target (the assistant, runtime/mtp_drafter.h) gets the slot's own cache
+// and the hidden state of the slot's row that gave its last token.
 //
 // Threads: Submit/Cancel/stats may be called from any thread. Callbacks run on the engine thread
 // and must be quick (detokenize, match stops, hand text to the waiting HTTP thread).
@@ -208,6 +210,9 @@ class Scheduler {
     std::vector<int> context;
     Draft draft;
     VerifyScratch scratch;
+    // For a drafter that reads the target (the assistant): the final-normed hidden state of the
+    // row that gave generated.back() ([hidden]; empty for the other drafters).
+    std::vector<float> last_hidden;
     Slot(const ModelPlan& plan, int context, int chunk, KvType kv_type, int index)
         : cache(plan, context, chunk, kv_type), index(index) {}
   };
@@ -219,7 +224,11 @@ class Scheduler {
   void ProposeDrafts();
   // Hands a verified slot's `count` new tokens (the tail of slot.generated) to its callbacks,
   // rolls its cache back past the rejected drafts and ends it where a token says so.
-  void EmitVerified(Slot& slot, int count);
+  // `hidden` is the slot's first logits row in act_.logits_in (the hidden of row k gave the
+  // (k+1)-th emitted token).
+  void EmitVerified(Slot& slot, int count, size_t hidden);
+  // Keeps logits row `row`'s hidden state as the slot's last_hidden, if its drafter wants it.
+  void KeepHidden(Slot& slot, size_t row);
   void Finish(Slot& slot, const std::string& reason, const std::string& error = "");
 
   Model& model_;

@@ -1,23 +1,24 @@
 // g4 serve under tensor parallelism (issue 6): `g4 serve --tp 2` (rank threads in one process)
 // and `mpirun -np 2 g4 serve --tp 2` (rank 0 serves, rank 1 follows) give the same greedy text
-// as `g4 serve --tp 1` on the same tiny model, for plain, streaming and concurrent requests; and
-// SIGTERM to rank 0 ends every rank with exit status 0.
+// as `g4 serve --tp 1` on the same tiny model, for plain, streaming and concurrent requests, also
+// with speculative decoding (--spec ngram, draft); and SIGTERM to rank 0 ends every rank with exit
+// status 0.
 //   node tests/server/tp_test.mjs     (G4_BIN, G4_BINARY_DIR optional)
 import { execFileSync, execSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import assert from 'node:assert/strict';
-import { startServer, test, run, haveBinary, skipUnless, atExit, g4 } from './harness.mjs';
+import { startServer, test, run, haveBinary, skipUnless, atExit, metric, g4 } from './harness.mjs';
 
 skipUnless(haveBinary(), `no g4 binary at ${g4}`);
 
 // Tiny presets with the real vocabulary (the real tokenizer's ids must fit): E2B (its one KV
 // head replicated on both ranks) and E4B (8 query / 2 KV heads: K/V split with the grouping).
-function synth(preset) {
+function synth(preset, extra = []) {
   const dir = mkdtempSync(path.join(tmpdir(), `g4-tp-${preset}-`));
   atExit(() => rmSync(dir, { recursive: true, force: true }));
-  execFileSync(g4, ['synth', '--preset', preset, '--out', dir], { stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync(g4, ['synth', '--preset', preset, '--out', dir, ...extra], { stdio: ['ignore', 'ignore', 'inherit'] });
   return dir;
 }
 
@@ -134,6 +135,57 @@ for (const preset of ['e2b', 'e4b']) {
     }
   });
 }
+
+// Speculative decoding under tensor parallelism: the drafter runs on rank 0 and its rows reach
+// the other ranks with the step, whose caches follow rank 0's rollbacks by position. Repetitive
+// prompts, so prompt lookup drafts (the random model rarely repeats, so they are rejected); the
+// draft model is the target's weights rounded to f16 (same seed), whose greedy drafts are mostly
+// but not always the target's: full and partial acceptances, rollbacks on every rank.
+async function repetitive(url) {
+  const units = ['the red fox jumps over the lazy dog', 'one two three four five six', 'abc def abc def ghi'];
+  return Promise.all(units.map(async (u, i) => {
+    const r = await post(url, '/v1/completions', { prompt: `${u}. ${u}. ${u}.`, max_tokens: 18 + i,
+      temperature: 0, ignore_eos: true, stream: i === 1 });
+    assert.equal(r.status, 200);
+    if (i !== 1) return (await r.json()).choices[0].text;
+    let text = '';
+    for (const ev of (await r.text()).split('\n\n'))
+      if (ev.startsWith('data: {')) for (const c of JSON.parse(ev.slice(6)).choices || []) text += c.text || '';
+    return text;
+  }));
+}
+
+test(`e2b: --spec ngram and draft under --tp 2 (threads${mpi ? ' and mpirun -np 2' : ''}) serve the plain greedy text`, async () => {
+  const model = synth('e2b');
+  const near = synth('e2b', ['--dtype', 'f16']);
+  const flags = ['--parallel', '3', '--quiet', '--ctx', '256'];
+  const plain = await startServer(model, flags);
+  const want = await repetitive(plain.url);
+  await stopAndCheck(plain, false);
+  const runs = [['threads', ['--tp', '2', '--spec', 'ngram', '--draft-max', '4'], {}],
+    ['threads', ['--tp', '2', '--spec', 'draft', '--draft', near, '--draft-max', '3'], {}]];
+  if (mpi)
+    for (const [, extra] of runs.slice()) runs.push(['mpirun', extra, { env: MPI_ENV, launcher: [...MPIRUN, '-np', '2'] }]);
+  for (const [how, extra, opts] of runs) {
+    const s = await startServer(model, [...flags, ...extra], opts);
+    assert.deepEqual(await repetitive(s.url), want, `${how} ${extra.join(' ')}`);
+    const drafted = await metric(s.url, 'g4_spec_drafted_tokens_total');
+    const accepted = await metric(s.url, 'g4_spec_accepted_tokens_total');
+    console.log(`     ${how} ${extra.join(' ')}: drafted ${drafted}, accepted ${accepted}`);
+    assert.ok(drafted > 0, `${how} ${extra.join(' ')}: nothing drafted, the comparison proves nothing`);
+    if (extra.includes('draft'))
+      assert.ok(accepted > 0 && accepted < drafted, `${how} ${extra.join(' ')}: ${accepted} of ${drafted} accepted`);
+    await stopAndCheck(s, how === 'mpirun');
+  }
+  // The assistant reads the whole KV cache, which rank 0 does not hold.
+  let out = '', code = 0;
+  try {
+    execFileSync(g4, ['serve', '--model', model, '--port', '0', '--tp', '2', '--spec', 'mtp', '--draft', model],
+      { encoding: 'utf8', stdio: 'pipe' });
+  } catch (e) { out = e.stderr; code = e.status; }
+  assert.equal(code, 2, out);
+  assert.match(out, /--spec mtp does not run with --tp/);
+});
 
 test('--tp the model cannot be split over is refused at the door', async () => {
   const model = synth('e2b');
