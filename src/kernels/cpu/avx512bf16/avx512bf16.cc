@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <vector>
 
 #include "kernels/cpu/tiling.h"
 #include "kernels/cpu_kernels.h"
@@ -61,11 +62,35 @@ inline __m512bh WeightsBf16(const uint16_t* w, int m) {
   return reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(k, w));
 }
 
+inline int Steps(int cols) { return (cols + 31) / 32; }
+
+// Activation rows i..i+c-1 as the tiles take them: per row and 32-column step, hi then lo.
+template <bool kSplit>
+void PrepareActivations(const float* x, int cols, int i, int c, __m512i* out) {
+  for (int row = 0; row < c; ++row) {
+    const float* xr = x + static_cast<int64_t>(i + row) * cols;
+    __m512i* o = out + static_cast<int64_t>(row) * Steps(cols) * 2;
+    for (int k = 0; k < cols; k += 32, o += 2) {
+      __m512bh hi, lo;
+      if constexpr (kSplit) {
+        SplitActivations(xr + k, cols - k, &hi, &lo);
+        o[1] = reinterpret_cast<__m512i>(lo);
+      } else {
+        hi = ActivationsBf16(xr + k, cols - k);
+      }
+      o[0] = reinterpret_cast<__m512i>(hi);
+    }
+  }
+}
+
 // R weight rows x C activation rows. Each output is one accumulator over the row in the same
 // order whatever R and C are, so a row's product is bit-identical in decode (C = 1) and in any
 // batch: batched and single-stream decode agree exactly.
+// `prepared` (nullptr: convert here, as decode does): activation rows i..i+C-1 already converted
+// by PrepareActivations, the same vectors this tile would make.
 template <bool kSplit, int R, int C>
-inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float* y, int64_t ldy) {
+inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float* y, int64_t ldy,
+                     const __m512i* prepared) {
   const int cols = w.cols;
   const uint16_t* wp[R];
   const float* xp[C];
@@ -79,7 +104,11 @@ inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float*
     const int m = cols - k;  // >= 32 except in the last step
     __m512bh xv[C], xl[C];
     for (int c = 0; c < C; ++c) {
-      if constexpr (kSplit) {
+      if (prepared) {
+        const __m512i* p = prepared + (static_cast<int64_t>(c) * Steps(cols) + k / 32) * 2;
+        xv[c] = reinterpret_cast<__m512bh>(p[0]);
+        if constexpr (kSplit) xl[c] = reinterpret_cast<__m512bh>(p[1]);
+      } else if constexpr (kSplit) {
         SplitActivations(xp[c] + k, m, &xv[c], &xl[c]);
       } else {
         xv[c] = ActivationsBf16(xp[c] + k, m);
@@ -98,17 +127,30 @@ inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float*
     for (int c = 0; c < C; ++c) y[(i + c) * ldy + r + a] = _mm512_reduce_add_ps(acc[a][c]);
 }
 
-// Tiles of 4 W rows x 4 activation rows (16 accumulators, 4 activation registers, 1 weight
-// register): the activations are converted once per tile and used against 4 rows. Activation
-// rows left over take one 4 x 2 and one 4 x 1 pass, so 2 or 3 streams still share each weight
-// load.
+// Tiles of 4 W rows x 4 activation rows (16 accumulators, 4 or 8 activation registers, 1 weight
+// register). With several activation rows, each group of 4 is converted once into a per-thread
+// buffer and read by every tile of W rows [r0, r1) (converting inside each tile cost a third of
+// the split's instructions); decode converts in its tile. Activation rows left over take one
+// 4 x 2 and one 4 x 1 pass, so 2 or 3 streams still share each weight load.
 template <bool kSplit>
 void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
                 int64_t ldy) {
+  __m512i* prepared = nullptr;
+  if (n > 1) {
+    // Grows to the widest product once per thread (prefill and batched decode only).
+    struct alignas(64) Vector {
+      __m512i v;
+    };
+    thread_local std::vector<Vector> buffer;
+    const size_t need = static_cast<size_t>(4) * Steps(w.cols) * 2;
+    if (buffer.size() < need) buffer.resize(need);
+    prepared = &buffer[0].v;
+  }
   auto rows = [&]<int C>(int i) {
+    if (prepared) PrepareActivations<kSplit>(x, w.cols, i, C, prepared);
     int r = r0;
-    for (; r + 4 <= r1; r += 4) TileBf16<kSplit, 4, C>(w, r, x, i, y, ldy);
-    for (; r < r1; ++r) TileBf16<kSplit, 1, C>(w, r, x, i, y, ldy);
+    for (; r + 4 <= r1; r += 4) TileBf16<kSplit, 4, C>(w, r, x, i, y, ldy, prepared);
+    for (; r < r1; ++r) TileBf16<kSplit, 1, C>(w, r, x, i, y, ldy, prepared);
   };
   int i = 0;
   for (; i + 4 <= n; i += 4) rows.template operator()<4>(i);
