@@ -2,16 +2,16 @@
 //   BM_PeakInt8Dot/threads: int8 multiply-adds per second with the instruction the active kernel
 //     table's q8/q4 tiles use (AVX-512 VNNI vpdpbusd on 64 bytes; AVX2 maddubs + madd + add on 32),
 //     twelve independent accumulators per thread, no memory traffic. GOPS = 2 x multiply-adds.
-//   BM_PeakBf16Dot/threads: bf16 pairs per second (AVX-512 BF16 vdpbf16ps where the CPU has it
-//     and the AVX-512 table is active; else FMAs on bf16 widened to f32, the route g4's bf16
-//     kernels take on every table today).
-//   BM_GemmTile/type/rows/threads/size: the q8/q4 product of an E2B gate-sized matrix (size 0:
+//   BM_PeakBf16Dot/threads: bf16 multiply-adds per second, the machine's bf16 ceiling: AVX-512
+//     BF16 vdpbf16ps where the CPU has it (what the avx512bf16 table's bf16 tiles use), else FMAs
+//     on bf16 widened to f32 (the route the avx2 / avx512 tables take).
+//   BM_GemmTile/type/rows/threads/size: the q8/q4/bf16 product of an E2B gate-sized matrix (size 0:
 //     6144 x 1536, 9.4 MB in q8, the size of the last-level cache's share a core gets on a busy
 //     box; size 1: 768 x 1536, resident in L2, the tile's compute ceiling) with `rows` activation
 //     rows, as batched decode and prefill
 //     run it (ops::MatMul: activation quantization, the thread split, the tiles). pct_peak: its
-//     GOPS per CPU-second against BM_PeakInt8Dot's loop on the same pool, the two alternated every
-//     iteration (the pool's workers spinning between jobs count against the product).
+//     GOPS per CPU-second against BM_PeakInt8Dot's loop (bf16: BM_PeakBf16Dot's) on the same
+//     pool, the two alternated every iteration (the pool's workers spinning between jobs count against the product).
 // Every benchmark also reports GOPS per CPU-second: on the shared 2-core dev VMs the wall clock
 // mostly measures the other tenants, the CPU time what the code does while it runs (the pool's
 // workers spin briefly between jobs, which counts against the tiles).
@@ -114,7 +114,8 @@ __attribute__((target("avx2,fma"))) int64_t Bf16Avx2(int64_t iters) {
 }
 constexpr int64_t kBf16MacsAvx2 = 8;
 
-bool ActiveIsAvx512() { return std::strcmp(ActiveKernels().name, "avx512") == 0; }
+// "avx512" or "avx512bf16": both run the VNNI q8/q4 tiles.
+bool ActiveIsAvx512() { return std::strncmp(ActiveKernels().name, "avx512", 6) == 0; }
 bool CpuHasAvx512Bf16() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f");
@@ -130,7 +131,7 @@ PeakLoop Int8Loop() {
                           : PeakLoop{Int8Avx2, kInt8MacsAvx2, "vpmaddubsw+vpmaddwd ymm"};
 }
 PeakLoop Bf16Loop() {
-  return ActiveIsAvx512() && CpuHasAvx512Bf16() ? PeakLoop{Bf16Avx512, kBf16MacsAvx512, "vdpbf16ps zmm"}
+  return CpuHasAvx512Bf16() ? PeakLoop{Bf16Avx512, kBf16MacsAvx512, "vdpbf16ps zmm"}
                             : PeakLoop{Bf16Avx2, kBf16MacsAvx2, "vfmadd ymm (bf16 widened)"};
 }
 
@@ -184,7 +185,7 @@ void BM_GemmTile(benchmark::State& state) {
   // Each iteration also runs the int8 peak loop on the same pool, untimed by the framework, so
   // the product and its ceiling are measured in the same moments (paired, as the box drifts),
   // both in CPU time: on a busy box the wall clock measures the other tenants.
-  const PeakLoop peak = Int8Loop();
+  const PeakLoop peak = type == WeightType::kBF16 ? Bf16Loop() : Int8Loop();
   double peak_ops = 0, peak_cpu = 0, tile_cpu = 0;
   for (auto _ : state) {
     const double c0 = ProcessCpuSeconds();
@@ -272,7 +273,8 @@ void BM_DecodeVsRead(benchmark::State& state) {
   state.SetLabel(std::string(ActiveKernels().name) + " " + WeightTypeName(type));
 }
 
-constexpr int kQ8 = static_cast<int>(WeightType::kQ8), kQ4 = static_cast<int>(WeightType::kQ4);
+constexpr int kQ8 = static_cast<int>(WeightType::kQ8), kQ4 = static_cast<int>(WeightType::kQ4),
+              kBf16 = static_cast<int>(WeightType::kBF16);
 
 BENCHMARK(BM_DecodeVsRead)
     ->ArgsProduct({{kQ8, kQ4}, {1, 2}})
@@ -282,7 +284,7 @@ BENCHMARK(BM_DecodeVsRead)
 BENCHMARK(BM_PeakInt8Dot)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_PeakBf16Dot)->Arg(1)->Arg(2)->UseRealTime();
 BENCHMARK(BM_GemmTile)
-    ->ArgsProduct({{kQ8, kQ4}, {1, 2, 4, 8, 16, 32, 64}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{kQ8, kQ4, kBf16}, {1, 2, 4, 8, 16, 32, 64}, {1, 2}, {0, 1}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -1,6 +1,6 @@
 // The inner loops, one table per instruction set. cpu/generic is always built and is the
 // baseline the SIMD versions are tested against; the table is chosen once at start-up
-// (G4_FORCE_ISA=generic|avx2|avx512 overrides the detection).
+// (G4_FORCE_ISA=generic|avx2|avx512|avx512bf16 overrides the detection).
 #pragma once
 
 #include <cstdint>
@@ -53,6 +53,12 @@ struct CpuKernels {
                     int64_t ldy);
   void (*matmul_bf16)(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
                       int64_t ldy);
+  // Whether matmul_bf16 rounds the activations to bf16 (nearest even) before multiplying, as the
+  // bf16 dot-product instructions need; the others multiply the float activations.
+  bool bf16_rounds_activations = false;
+  // Chosen only when G4_FORCE_ISA names it: a table that trades accuracy beyond the reference
+  // tests' float-noise tolerances for speed (avx512bf16).
+  bool opt_in = false;
   // gate[i] = gelu_pytorch_tanh(gate[i]) * up[i]. SIMD tanh is exp-based: within ~1e-7 of tanhf.
   void (*gelu_tanh_mul)(float* gate, const float* up, int64_t n);
   // x[i] = exp(x[i] - shift) for i < n, with x[i] <= shift (softmax over attention scores, shift
@@ -94,9 +100,13 @@ struct CpuKernels {
 const CpuKernels& GenericKernels();
 const CpuKernels* Avx2Kernels();    // nullptr when not compiled in
 const CpuKernels* Avx512Kernels();  // AVX-512 F/BW/VL + VNNI q8/q4 products over the AVX2 table
+// AVX-512 BF16 bf16-weight products (activations as two bf16 halves) over the AVX-512 table;
+// opt_in.
+const CpuKernels* Avx512Bf16Kernels();
 // The SIMD tables this CPU can run, slowest first (tests compare each with generic).
 std::vector<const CpuKernels*> UsableSimdKernels();
-// The table in use: the last usable SIMD table, else generic (G4_FORCE_ISA picks another).
+// The table in use: the last usable SIMD table that is not opt_in, else generic (G4_FORCE_ISA
+// picks another, opt_in ones included).
 const CpuKernels& ActiveKernels();
 
 }  // namespace g4

@@ -77,6 +77,15 @@ bool CpuHasAvx512Vnni() {
 #endif
 }
 
+bool CpuHasAvx512Bf16() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  return CpuHasAvx512Vnni() && __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
 const CpuKernels& Detect() {
   const char* force = std::getenv("G4_FORCE_ISA");
   const std::vector<const CpuKernels*> usable = UsableSimdKernels();
@@ -86,7 +95,9 @@ const CpuKernels& Detect() {
       if (std::strcmp(force, k->name) == 0) return *k;
     // An ISA this CPU lacks (or a typo) falls through to the best one, as without the variable.
   }
-  return usable.empty() ? GenericKernels() : *usable.back();
+  for (auto it = usable.rbegin(); it != usable.rend(); ++it)
+    if (!(*it)->opt_in) return **it;
+  return GenericKernels();
 }
 }  // namespace
 
@@ -94,6 +105,7 @@ std::vector<const CpuKernels*> UsableSimdKernels() {
   std::vector<const CpuKernels*> tables;
   if (CpuHasAvx2() && Avx2Kernels()) tables.push_back(Avx2Kernels());
   if (CpuHasAvx512Vnni() && Avx512Kernels()) tables.push_back(Avx512Kernels());
+  if (CpuHasAvx512Bf16() && Avx512Bf16Kernels()) tables.push_back(Avx512Bf16Kernels());
   return tables;
 }
 
