@@ -15,6 +15,7 @@
 #include "runtime/generate.h"
 #include "runtime/scheduler.h"
 #include "testing/checkpoints.h"
+#include "testing/tiny_vocabulary.h"
 #include "tokenizer/tokenizer.h"
 
 namespace g4 {
@@ -103,27 +104,6 @@ TEST(ConstrainedDecoding, RealVocabularyMasksMatchBruteForce) {
                 prefix, allowed, mask_ms, trie->nodes(), build_ms);
   }
   EXPECT_EQ(checked, 5 * vocab);
-}
-
-// The tiny model's 512 ids as a made-up byte vocabulary: 0-1 special (1 ends), 2..257 one byte
-// each, the rest JSON-ish pieces, so random weights wander over many paths.
-std::shared_ptr<TokenTrie> TinyTrie(int vocab, int eos) {
-  std::vector<std::string> bytes(vocab);
-  std::vector<char> eligible(vocab, 1);
-  const char* pieces[] = {"{\"", "\":", "\",\"", "true", "false", "null", "12", "0", "\"}", "ab", "Jo", " ",
-                          "\"a\"", "],", "[", "@x.io", "\\n", "\\u00e9", "é", "日本"};
-  for (int id = 0; id < vocab; ++id) {
-    if (id < 2) {
-      bytes[id] = "<s" + std::to_string(id) + ">";
-      eligible[id] = 0;
-    } else if (id < 258) {
-      bytes[id] = std::string(1, static_cast<char>(id - 2));
-    } else {
-      bytes[id] = pieces[id % (sizeof pieces / sizeof *pieces)];
-      bytes[id] += std::string(id % 3, 'a' + id % 7);
-    }
-  }
-  return std::make_shared<TokenTrie>(bytes, eligible, std::vector<int>{eos});
 }
 
 class ConstrainedGeneration : public ::testing::Test {

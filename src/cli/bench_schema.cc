@@ -14,6 +14,7 @@
 #include "grammar/gbnf_parser.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_mask.h"
+#include "grammar/vocabulary_trie.h"
 #include "model/kv_cache.h"
 #include "runtime/generate.h"
 #include "tokenizer/tokenizer.h"
@@ -31,27 +32,15 @@ Result<std::string> BenchSchemaGbnf(const std::string& arg) {
   return gbnf;
 }
 
-namespace {
-
-// The vocabulary as byte strings, special tokens never produced by a grammar (as the server's).
-std::shared_ptr<const grammar::TokenTrie> MakeTrie(const Tokenizer& tok, int vocab, std::vector<int> end_ids) {
-  std::vector<std::string> bytes(vocab);
-  std::vector<char> eligible(vocab, 0);
-  for (int id = 0; id < vocab; ++id) {
-    bytes[id] = tok.TokenBytes(id);
-    eligible[id] = tok.InRange(id) && !tok.IsSpecial(id);
-  }
-  return std::make_shared<grammar::TokenTrie>(bytes, eligible, std::move(end_ids));
-}
-
-}  // namespace
-
 Result<nlohmann::json> BenchSchema(const BenchFlags& f, Model& model, const std::vector<int>& ids) {
   const int V = model.plan().vocab;
   G4_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, LoadModelTokenizer(f.model_dir));
   G4_ASSIGN_OR_RETURN(grammar::Grammar parsed, grammar::ParseGbnf(f.json_schema_gbnf));
   const Stopwatch trie_timer;
-  const auto trie = MakeTrie(*tok, V, Gemma4StopTokenIds(*tok));
+  // The server's vocabulary trie, so the masks cost what they cost there.
+  const auto trie = grammar::BuildVocabularyTrie(
+      V, [&](int id) { return tok->InRange(id) ? tok->TokenBytes(id) : std::string(); },
+      [&](int id) { return tok->IsSpecial(id); }, Gemma4StopTokenIds(*tok));
   const double trie_s = trie_timer.Seconds();
 
   const int ctx = std::max(1, f.contexts.front());

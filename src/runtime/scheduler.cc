@@ -258,9 +258,9 @@ void Scheduler::Admit(Pending pending) {
   const int room = options_.context - static_cast<int>(slot.request.prompt.size());
   slot.max_new = std::max(1, std::min(slot.request.max_new_tokens, room));
   slot.order = next_order_++;
-  // Drafting would bypass the per-token masks and logprobs: such sequences decode plainly.
-  slot.speculate = slot.drafter && !slot.request.constraint && slot.request.forced_prefixes.empty() &&
-                   slot.request.top_logprobs < 0;
+  // Constrained and logprobs sequences draft too: ConstrainDraft masks their verify rows.
+  slot.speculate = slot.drafter != nullptr;
+  slot.row_mask_ptrs.clear();
   if (slot.speculate) {
     slot.drafter->Reset();
     slot.draft_len = options_.draft_max;
@@ -312,12 +312,15 @@ void Scheduler::ProposeDrafts() {
          slot.cache.max_context() - past - 1, slot.cache.max_chunk() - 1}));
     if (n_max <= 0) continue;
     const auto t0 = Clock::now();
-    DraftRequest request;
-    request.context = &slot.context;
-    request.max_tokens = n_max;
-    request.target_cache = &slot.cache;
-    if (!slot.last_hidden.empty()) request.target_hidden = slot.last_hidden.data();
-    const Status st = slot.drafter->Propose(request, &slot.draft);
+    Status st;
+    if (!ForcedDraft(slot, n_max)) {
+      DraftRequest request;
+      request.context = &slot.context;
+      request.max_tokens = n_max;
+      request.target_cache = &slot.cache;
+      if (!slot.last_hidden.empty()) request.target_hidden = slot.last_hidden.data();
+      st = slot.drafter->Propose(request, &slot.draft);
+    }
     spec_draft_ns_.fetch_add(static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()));
     if (!st.ok()) {
@@ -326,10 +329,85 @@ void Scheduler::ProposeDrafts() {
     }
     if (static_cast<int>(slot.draft.tokens.size()) > n_max) slot.draft.tokens.resize(n_max);
     if (slot.draft.q.size() > slot.draft.tokens.size()) slot.draft.q.resize(slot.draft.tokens.size());
+    ConstrainDraft(slot);
     // A sampling drafter's q is spread over the vocabulary when a residual is built.
     if (!slot.draft.q.empty() && slot.scratch.q_dense.empty())
       slot.scratch.q_dense.assign(static_cast<size_t>(model_.plan().vocab), 0.0);
   }
+}
+
+bool Scheduler::ForcedDraft(Slot& slot, int n_max) {
+  const auto& prefixes = slot.request.forced_prefixes;
+  if (prefixes.empty()) return false;
+  // Forced tokens are known: proposing them costs nothing, and each verify row's mask holds only
+  // that token, so the target picks it exactly as plain decoding would (greedy or sampled).
+  std::vector<int> seen = slot.generated;
+  std::vector<int> ids = AllowedNextTokens(prefixes, seen);
+  if (ids.empty()) return false;
+  while (ids.size() == 1 && static_cast<int>(slot.draft.tokens.size()) < n_max) {
+    slot.draft.tokens.push_back(ids[0]);
+    seen.push_back(ids[0]);
+    ids = AllowedNextTokens(prefixes, seen);
+  }
+  return true;
+}
+
+void Scheduler::ConstrainDraft(Slot& slot) {
+  grammar::TokenConstraint* constraint = slot.request.constraint.get();
+  const auto& prefixes = slot.request.forced_prefixes;
+  slot.row_mask_ptrs.clear();
+  if ((!constraint && prefixes.empty()) || slot.draft.tokens.empty()) return;
+  const int vocab = model_.plan().vocab;
+  const size_t words = (static_cast<size_t>(vocab) + 63) / 64;
+  const int n = static_cast<int>(slot.draft.tokens.size());
+  if (slot.row_masks.size() < static_cast<size_t>(n + 1) * words)
+    slot.row_masks.resize(static_cast<size_t>(n + 1) * words);
+  std::vector<int> seen;  // generated + the drafts so far, for the forced prefixes
+  if (!prefixes.empty()) seen = slot.generated;
+  // Row i's mask is the one plain decoding would use after the first i drafts: the forced
+  // prefix's next tokens while one is active, else the grammar's. The real recogniser walks the
+  // drafts and is rolled back after; Step advances it over the kept tokens only.
+  size_t walked = 0;
+  int kept = 0;
+  for (int i = 0; i <= n; ++i) {
+    uint64_t* row = slot.row_masks.data() + static_cast<size_t>(i) * words;
+    const uint64_t* mask = nullptr;
+    if (!prefixes.empty()) {
+      const std::vector<int> ids = AllowedNextTokens(prefixes, seen);
+      if (!ids.empty()) {
+        TokenMaskOf(ids, vocab, &slot.forced_mask);
+        std::copy(slot.forced_mask.begin(), slot.forced_mask.end(), row);
+        mask = row;
+      }
+    }
+    if (!mask && constraint) {
+      // Nothing may follow the last draft: drop it, so the target's own pick at the row before
+      // (the same token, if it agrees) meets the dead end as plain decoding would.
+      if (constraint->IsStuck()) {
+        kept = std::max(0, i - 1);
+        break;
+      }
+      std::copy_n(constraint->Mask(), words, row);
+      mask = row;
+    }
+    slot.row_mask_ptrs.push_back(mask);
+    kept = i;
+    if (i == n) break;
+    const int d = slot.draft.tokens[i];
+    if (mask && !((mask[d >> 6] >> (d & 63)) & 1)) break;
+    if (constraint) {
+      if (!constraint->Accept(d)) break;
+      ++walked;
+      // The output would end with d: the row before picks d itself, and a row after it would be
+      // thrown away.
+      if (constraint->IsFinished()) break;
+    }
+    if (!prefixes.empty()) seen.push_back(d);
+  }
+  if (constraint) constraint->Rollback(walked);
+  slot.draft.tokens.resize(static_cast<size_t>(kept));
+  if (slot.draft.q.size() > slot.draft.tokens.size()) slot.draft.q.resize(slot.draft.tokens.size());
+  slot.row_mask_ptrs.resize(kept > 0 ? static_cast<size_t>(kept) + 1 : 0);
 }
 
 void Scheduler::Step() {
@@ -430,7 +508,20 @@ void Scheduler::Step() {
     Slot& slot = *owners[i].slot;
     float* logits = logits_.data() + first_row[i] * vocab;
     if (!slot.draft.tokens.empty()) {
-      verified[i] = VerifyDrafts(*slot.sampler, logits, vocab, slot.draft, slot.generated, slot.scratch);
+      // Logprobs of each verify row, taken while the sampler holds its distribution.
+      const int top = slot.request.top_logprobs;
+      slot.row_infos.clear();
+      auto record = [&](int token) {
+        TokenInfo info;
+        info.token = token;
+        info.logprob = slot.sampler->LogProb(token);
+        if (top > 0) info.top = slot.sampler->TopLogProbs(top);
+        slot.row_infos.push_back(std::move(info));
+      };
+      const FunctionRef<void(int)> picked(record);
+      verified[i] = VerifyDrafts(*slot.sampler, logits, vocab, slot.draft, slot.generated, slot.scratch,
+                                 slot.row_mask_ptrs.empty() ? nullptr : slot.row_mask_ptrs.data(),
+                                 top >= 0 ? &picked : nullptr);
       return;
     }
     TokenInfo& info = infos[i];
@@ -522,21 +613,39 @@ void Scheduler::EmitVerified(Slot& slot, int count, size_t hidden) {
                                     : std::max(1, slot.draft_len - 1);
   // One token at a time, as without drafting: a stop id, a stop string (on_token returns false)
   // or max_new ends the sequence there and the rest of the accepted tokens are dropped.
+  // A constrained sequence's recogniser advances over each emitted token, and a finished grammar
+  // ends it, as in plain decoding.
   const char* reason = nullptr;
+  const char* error = nullptr;
   int emitted = 0;
   const auto& stops = slot.request.stop_ids;
+  grammar::TokenConstraint* constraint = slot.request.constraint.get();
+  const bool logprobs = slot.request.top_logprobs >= 0;
   while (emitted < count && !reason) {
     TokenInfo info;
-    info.token = slot.generated[before + emitted++];
+    if (logprobs) info = std::move(slot.row_infos[static_cast<size_t>(emitted)]);
+    info.token = slot.generated[before + emitted];
+    // The row's mask allowed the token unless all it allowed had probability 0 (see Step).
+    if (constraint && !constraint->Accept(info.token)) {
+      reason = "error";
+      error = "every token the grammar allows here has probability 0 (suppressed)";
+      break;
+    }
+    ++emitted;
     slot.context.push_back(info.token);
+    const bool grammar_done = constraint && constraint->IsFinished();
     const bool keep_going = !slot.request.on_token || slot.request.on_token(info);
-    if (!keep_going || std::find(stops.begin(), stops.end(), info.token) != stops.end())
+    if (!keep_going || grammar_done || std::find(stops.begin(), stops.end(), info.token) != stops.end())
       reason = "stop";
     else if (static_cast<int>(before) + emitted >= slot.max_new)
       reason = "length";
   }
   slot.generated.resize(before + static_cast<size_t>(emitted));
-  KeepHidden(slot, hidden + static_cast<size_t>(emitted - 1));  // the row that gave the last one
+  if (error) {
+    Finish(slot, "error", error);
+    return;
+  }
+  if (emitted > 0) KeepHidden(slot, hidden + static_cast<size_t>(emitted - 1));  // the row that gave the last one
   spec_tokens_.fetch_add(static_cast<uint64_t>(emitted));
   if (!slot.cache.RollbackTo(past + emitted)) {
     Finish(slot, "error", Str("internal: the KV cache cannot roll back to ", past + emitted,

@@ -12,7 +12,11 @@
 // logits for each, VerifyDrafts (runtime/speculative.h) keeps what the slot's own sampler agrees
 // with, and the slot's cache rolls back past the rejected rows. Tokens reach the callbacks one by
 // one, so stop strings and max_new_tokens cut exactly where they would without drafting.
-// Constrained sequences (constraint, forced_prefixes) and those asking for logprobs decode plainly.
+// Constrained sequences draft too: a draft is cut at the first token the grammar (or forced
+// prefix) would reject, each verify row samples under the mask of the state after the drafts
+// before it, and the recogniser advances over the kept tokens only, so greedy output is plain
+// constrained decoding's. While a forced prefix has one next token, that token is the draft.
+// Logprobs come from the verify rows (the target's own logits).
 // A drafter that reads the target (the assistant, runtime/mtp_drafter.h) gets the slot's own cache
 // and the hidden state of the slot's row that gave its last token.
 //
@@ -213,6 +217,11 @@ class Scheduler {
     // For a drafter that reads the target (the assistant): the final-normed hidden state of the
     // row that gave generated.back() ([hidden]; empty for the other drafters).
     std::vector<float> last_hidden;
+    // Constrained drafting: each verify row's mask ([draft_max + 1][vocab / 64]) and pointers to
+    // them (empty: unconstrained); the kept tokens' logprobs, one per verify row.
+    std::vector<uint64_t> row_masks;
+    std::vector<const uint64_t*> row_mask_ptrs;
+    std::vector<TokenInfo> row_infos;
     Slot(const ModelPlan& plan, int context, int chunk, KvType kv_type, int index)
         : cache(plan, context, chunk, kv_type), index(index) {}
   };
@@ -222,6 +231,12 @@ class Scheduler {
   void Step();
   // Each speculating slot's proposal for this step into slot.draft (cleared for the others).
   void ProposeDrafts();
+  // A slot's draft while a forced prefix has exactly one next token: those tokens. False: no
+  // forced prefix is active.
+  bool ForcedDraft(Slot& slot, int n_max);
+  // Cuts a constrained slot's draft at the first token its grammar or forced prefix rejects (or
+  // where the grammar would be finished or stuck) and fills row_mask_ptrs for verification.
+  void ConstrainDraft(Slot& slot);
   // Hands a verified slot's `count` new tokens (the tail of slot.generated) to its callbacks,
   // rolls its cache back past the rejected drafts and ends it where a token says so.
   // `hidden` is the slot's first logits row in act_.logits_in (the hidden of row k gave the

@@ -35,35 +35,40 @@ void Residual(const TokenDistribution& p, const TokenDistribution* q, int reject
 }  // namespace
 
 int VerifyDrafts(Sampler& sampler, float* logits, int vocab, const Draft& draft,
-                 std::vector<int>& generated, VerifyScratch& scratch) {
+                 std::vector<int>& generated, VerifyScratch& scratch,
+                 const uint64_t* const* row_masks, const FunctionRef<void(int token)>* picked) {
   const int n = static_cast<int>(draft.tokens.size());
   auto row = [&](int i) { return logits + static_cast<size_t>(i) * vocab; };
+  auto mask = [&](int i) { return row_masks ? row_masks[i] : nullptr; };
+  auto append = [&](int token) {
+    generated.push_back(token);
+    if (picked) (*picked)(token);
+  };
   if (sampler.params().greedy()) {
     // The target's own pick at each row; a draft survives while it agrees.
     for (int i = 0;; ++i) {
-      const int token = sampler.Sample(row(i), generated);
-      generated.push_back(token);
+      const int token = sampler.Sample(row(i), generated, mask(i));
+      append(token);
       if (i == n || token != draft.tokens[i]) return i + 1;
     }
   }
   for (int i = 0; i < n; ++i) {
-    sampler.Distribution(row(i), generated, &scratch.p);
+    sampler.Distribution(row(i), generated, &scratch.p, mask(i));
     const int d = draft.tokens[i];
     const double pd = scratch.p.ProbOf(d);
     const TokenDistribution* q = draft.q.empty() ? nullptr : &draft.q[i];
     const double qd = q ? q->ProbOf(d) : 1.0;
     // Accept with probability min(1, p(d) / q(d)).
     if (pd > 0 && (pd >= qd || sampler.Uniform() * qd < pd)) {
-      generated.push_back(d);
+      append(d);
       continue;
     }
     Residual(scratch.p, q, d, scratch);
-    generated.push_back(scratch.residual.ids.empty() ? sampler.Draw(scratch.p)
-                                                     : sampler.Draw(scratch.residual));
+    append(scratch.residual.ids.empty() ? sampler.Draw(scratch.p) : sampler.Draw(scratch.residual));
     return i + 1;
   }
-  sampler.Distribution(row(n), generated, &scratch.p);
-  generated.push_back(sampler.Draw(scratch.p));
+  sampler.Distribution(row(n), generated, &scratch.p, mask(n));
+  append(sampler.Draw(scratch.p));
   return n + 1;
 }
 

@@ -12,6 +12,7 @@
 #include <functional>
 #include <vector>
 
+#include "base/function_ref.h"
 #include "model/forward.h"
 #include "runtime/drafter.h"
 #include "runtime/generate.h"
@@ -38,8 +39,16 @@ struct VerifyScratch {
 // target's raw logits: row i follows the context and the first i drafted tokens. Appends the
 // kept drafts and then one token of the target's own to `generated` (the sampler's penalty
 // history), and returns how many tokens it appended (1 .. drafts + 1). `logits` is modified.
+// Constrained sequences pass `row_masks` (drafts + 1 entries, each null or a vocab bitmask): row
+// i samples, greedy or not, from the target's distribution masked to row_masks[i] (the grammar's
+// mask in the state after the first i drafts), as plain constrained decoding would; each draft
+// must be allowed by its row's mask. `picked`, if given, is called after each appended token,
+// while the sampler still holds that row's distribution (Sampler::LogProb / TopLogProbs give the
+// row's logprobs, equal to plain decoding's).
 int VerifyDrafts(Sampler& sampler, float* logits, int vocab, const Draft& draft,
-                 std::vector<int>& generated, VerifyScratch& scratch);
+                 std::vector<int>& generated, VerifyScratch& scratch,
+                 const uint64_t* const* row_masks = nullptr,
+                 const FunctionRef<void(int token)>* picked = nullptr);
 
 // Generate() with speculative decoding: the same prompt handling, callbacks, stop rules and result
 // (plus the speculative counters), and the cache ends as Generate leaves it (every token but the

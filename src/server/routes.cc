@@ -11,6 +11,7 @@
 #include "grammar/gbnf_parser.h"
 #include "grammar/token_mask.h"
 #include "grammar/tool_call_grammar.h"
+#include "grammar/vocabulary_trie.h"
 #include "server/exchange.h"
 #include "server/http_transport.h"
 #include "server/openai_response.h"
@@ -64,32 +65,15 @@ std::vector<std::vector<int>> ForcedCallPrefixes(const Tokenizer& tok, const Api
   return prefixes;
 }
 
-// The vocabulary as byte strings for token masks, built once per server (a few hundred ms for
-// 262k tokens). Special tokens are never produced by a grammar, except the tool-call protocol's
-// markers, which stand for single bytes that never occur in UTF-8 (grammar/tool_call_grammar.h;
-// only tool-call grammars ask for them); tokens holding such bytes (byte fallbacks F5-FF) are
-// left out so that nothing else spells them. The end-of-sequence ids end a complete output.
+// The vocabulary trie for token masks (grammar/vocabulary_trie.h), built once per server (a few
+// hundred ms for 262k tokens); the end-of-sequence ids end a complete output.
 std::shared_ptr<const grammar::TokenTrie> TokenTrieFor(ServerState& s, ServingEngine& engine) {
   std::lock_guard<std::mutex> lock(s.token_trie_mutex);
   if (!s.token_trie) {
     const Tokenizer& tok = engine.tokenizer();
-    const int vocab = engine.info().vocab;
-    std::vector<std::string> bytes(vocab);
-    std::vector<char> eligible(vocab, 0);
-    for (int id = 0; id < vocab; ++id) {
-      if (!tok.InRange(id)) continue;
-      bytes[id] = tok.TokenBytes(id);
-      if (const uint8_t stand_in = grammar::StandInByte(bytes[id]); stand_in != 0) {
-        bytes[id] = std::string(1, static_cast<char>(stand_in));
-        eligible[id] = 1;
-        continue;
-      }
-      if (tok.IsSpecial(id)) continue;
-      eligible[id] = std::none_of(bytes[id].begin(), bytes[id].end(), [](char c) {
-        return static_cast<uint8_t>(c) >= grammar::kFirstNonUtf8Byte;
-      });
-    }
-    s.token_trie = std::make_shared<grammar::TokenTrie>(bytes, eligible, engine.info().eos_token_ids);
+    s.token_trie = grammar::BuildVocabularyTrie(
+        engine.info().vocab, [&](int id) { return tok.InRange(id) ? tok.TokenBytes(id) : std::string(); },
+        [&](int id) { return tok.IsSpecial(id); }, engine.info().eos_token_ids);
   }
   return s.token_trie;
 }

@@ -1,7 +1,8 @@
 // g4 serve --spec ngram (speculative decoding inside continuous batching) gives the same greedy
 // text as g4 serve without it, for 8 concurrent streams on a tiny synthetic model: streamed and
 // not, cut by max_tokens, by a stop string and by the end of the turn; /metrics must show drafts
-// accepted (else the comparison proves nothing). Then the same with --spec draft and --spec mtp.
+// accepted (else the comparison proves nothing); a JSON schema, a GBNF grammar, logprobs and a
+// forced tool call give the same answers with drafting. Then the same with --spec draft and --spec mtp.
 //   node tests/server/spec_test.mjs     (G4_BIN, G4_BINARY_DIR optional)
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
@@ -45,6 +46,46 @@ const requests = units.map((u, i) => ({
   ignore_eos: i % 4 !== 3,  // some may end their turn
 }));
 
+// Constrained and logprobs requests draft too: a JSON schema, a GBNF grammar, logprobs (equal up
+// to the batched pass's float noise, measured ~1e-5 in ConstrainedSpeculation) and a forced tool
+// call through the chat route.
+const schema = { type: 'object', properties: { a: { type: 'string', maxLength: 20 }, n: { type: 'integer' } },
+  required: ['a', 'n'], additionalProperties: false };
+const constrainedBodies = [
+  { prompt: `${units[0]}. ${units[0]}. ${units[0]}.`, temperature: 0, max_tokens: 40,
+    response_format: { type: 'json_schema', json_schema: { name: 'p', schema } } },
+  { prompt: `${units[1]}. ${units[1]}. ${units[1]}.`, temperature: 0, max_tokens: 30,
+    grammar: 'root ::= "[" [a-z ]+ ("," [a-z ]+)* "]"' },
+  { prompt: `${units[2]}. ${units[2]}. ${units[2]}.`, temperature: 0, max_tokens: 24, logprobs: 3, ignore_eos: true },
+];
+const toolChat = {
+  messages: [{ role: 'user', content: 'Call the tool. Call the tool. Call the tool.' }], temperature: 0, max_tokens: 40,
+  tools: [{ type: 'function', function: { name: 'lookup', parameters: schema } }],
+  tool_choice: { type: 'function', function: { name: 'lookup' } },
+};
+async function constrainedWorkload(url) {
+  const out = await Promise.all(constrainedBodies.map(async (b) => {
+    const r = await post(url, b);
+    assert.equal(r.status, 200, await r.clone().text());
+    return (await r.json()).choices[0];
+  }));
+  const r = await fetch(url + '/v1/chat/completions', { method: 'POST',
+    headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(toolChat) });
+  assert.equal(r.status, 200, await r.clone().text());
+  out.push((await r.json()).choices[0]);
+  return out;
+}
+function assertClose(a, b, what) {
+  if (typeof a === 'number' && typeof b === 'number') {
+    assert.ok(Math.abs(a - b) <= 1e-4 || a === b, `${what}: ${a} vs ${b}`);
+  } else if (a && typeof a === 'object') {
+    assert.deepEqual(Object.keys(a).sort(), Object.keys(b || {}).sort(), what);
+    for (const k of Object.keys(a)) assertClose(a[k], b[k], `${what}.${k}`);
+  } else {
+    assert.deepEqual(a, b, what);
+  }
+}
+
 async function workload(url, stop) {
   const bodies = requests.map((b, i) => (i === 2 && stop ? { ...b, stop: [stop] } : b));
   return Promise.all(bodies.map((b) => complete(url, b)));  // 8 at once: one batch
@@ -58,12 +99,20 @@ test('greedy output with --spec ngram equals plain serving, 8 concurrent streams
   // A stop string from the middle of one answer: both servers must cut there.
   const stop = plain[2].text.length > 6 ? plain[2].text.slice(3, 6) : null;
   const plainStopped = stop ? await workload(plainServer.url, stop) : plain;
+  const plainConstrained = await constrainedWorkload(plainServer.url);
   plainServer.proc.kill('SIGTERM');
   await plainServer.exited;
 
   const specServer = await startServer(model, [...flags, '--spec', 'ngram', '--draft-max', '4']);
   const spec = await workload(specServer.url);
   const specStopped = stop ? await workload(specServer.url, stop) : spec;
+  const drafted0 = await metric(specServer.url, 'g4_spec_drafted_tokens_total');
+  console.log('     constrained: ' + plainConstrained.map((c) => JSON.stringify(c.text ?? c.message.tool_calls?.[0]?.function).slice(0, 60) + ' ' + c.finish_reason).join(' | '));
+  const specConstrained = await constrainedWorkload(specServer.url);
+  for (let i = 0; i < plainConstrained.length; i++)
+    assertClose(specConstrained[i], plainConstrained[i], `constrained request ${i} with --spec ngram`);
+  assert.ok(await metric(specServer.url, 'g4_spec_drafted_tokens_total') > drafted0,
+    'the constrained requests drafted nothing');
   for (let i = 0; i < requests.length; i++) {
     assert.deepEqual(spec[i], plain[i], `request ${i} differs with --spec ngram`);
     assert.deepEqual(specStopped[i], plainStopped[i], `request ${i} (stop string run) differs with --spec ngram`);
