@@ -145,12 +145,18 @@ TEST_F(SchedulerTest, ShortRequestKeepsDecodingWhileALongPromptPrefillsInChunks)
   Scheduler scheduler(*model_, so);
   std::atomic<int> short_tokens{0};
   std::atomic<int> short_tokens_at_long_first{-1};
-  std::promise<void> short_started;
+  std::promise<void> short_started, long_submitted;
+  std::shared_future<void> long_queued = long_submitted.get_future().share();
   Runner shorter;
   SequenceRequest a = shorter.Request(Prompt(40, 4, vocab), 60);
-  a.on_token = [&, out = shorter.outcome](const TokenInfo& t) {
+  // The engine waits after the short sequence's first token until the long one is queued, so a
+  // slow test thread cannot let the short sequence run ahead (the count below is exact).
+  a.on_token = [&, out = shorter.outcome, long_queued](const TokenInfo& t) {
     out->tokens.push_back(t.token);
-    if (short_tokens.fetch_add(1) == 0) short_started.set_value();
+    if (short_tokens.fetch_add(1) == 0) {
+      short_started.set_value();
+      long_queued.wait();
+    }
     return true;
   };
   ASSERT_EQ(scheduler.Submit(std::move(a)).admission, Admission::kAccepted);
@@ -163,11 +169,13 @@ TEST_F(SchedulerTest, ShortRequestKeepsDecodingWhileALongPromptPrefillsInChunks)
     out->tokens.push_back(t.token);
     return true;
   };
-  ASSERT_EQ(scheduler.Submit(std::move(b)).admission, Admission::kAccepted);
+  const Admission admitted = scheduler.Submit(std::move(b)).admission;
+  long_submitted.set_value();
+  ASSERT_EQ(admitted, Admission::kAccepted);
   const Outcome long_out = longer.future.get();
   const Outcome short_out = shorter.future.get();
   // ceil(100 / 8) = 13 prefill steps, each with a decode row of the short sequence (one step of
-  // slack for the step running while the long one was submitted).
+  // slack: the long sequence is admitted before or after the step that emitted `before`).
   const int during = short_tokens_at_long_first.load() - before;
   EXPECT_GE(during, (long_len + chunk - 1) / chunk - 1)
       << "the short sequence stalled while the long prompt was prefilled";
