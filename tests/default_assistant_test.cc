@@ -100,26 +100,29 @@ TEST(DefaultAssistant, DraftsMatchThePyTorchModuleThatTrainedIt) {
 }
 
 // Greedy speculative decoding with the trained drafter gives the plain tokens, and accepts at
-// least the bound below on these prompts (greedy is deterministic: measured 
+// least the bounds below. Greedy is deterministic (measured 0.679 with one draft and 0.413 with
+// three, every run); the margin covers other kernels' rounding flipping a near-tie.
 TEST(DefaultAssistant, SpecMtpGivesThePlainTokensAndAccepts) {
   struct Case {
-    const char* prompt;
+    const char* flags;
     double min_acceptance;  // measured value minus a margin
   };
-  for (const Case& c : {Case{"In the beginning God", 0.0}}) {
-    SCOPED_TRACE(c.prompt);
-    const std::string base = std::string("run --prompt \"") + c.prompt + "\" -n 48 --ignore-eos --json --threads 1";
-    const G4RunResult plain = RunG4(base);
-    ASSERT_EQ(plain.exit_code, 0) << plain.output;
-    const auto expected = LastJsonLine(plain.output)["ids"];
-    for (const char* flags : {" --draft-max 1", " --draft-max 3"}) {
+  const char* prompt = "In the beginning God";
+  const std::string base = std::string("run --prompt \"") + prompt + "\" -n 48 --ignore-eos --json --threads 1";
+  const G4RunResult plain = RunG4(base);
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  const auto expected = LastJsonLine(plain.output)["ids"];
+  ASSERT_EQ(expected.size(), 48u);
+  {
+    for (const Case& c : {Case{" --draft-max 1", 0.6}, Case{" --draft-max 3", 0.35}}) {
+      const char* flags = c.flags;
       const G4RunResult run = RunG4(base + " --spec mtp --draft " + AssistantDir() + flags);
       ASSERT_EQ(run.exit_code, 0) << run.output;
       const nlohmann::json j = LastJsonLine(run.output);
       EXPECT_EQ(j["ids"], expected) << flags;
       const auto& s = j["speculative"];
       const double acceptance = s["accepted"].get<double>() / s["drafted"].get<double>();
-      std::printf("%s%s: acceptance %.3f, %.2f tokens per target pass\n", c.prompt, flags,
+      std::printf("%s%s: acceptance %.3f, %.2f tokens per target pass\n", prompt, flags,
                   acceptance, s["tokens_per_target_pass"].get<double>());
       EXPECT_GE(acceptance, c.min_acceptance) << flags;
     }
