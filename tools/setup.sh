@@ -64,6 +64,6 @@ if [ ! -f "$assets/npm/node_modules/ajv-formats/package.json" ]; then
   (cd "$assets/npm" && { [ -f package.json ] || npm init -y >/dev/null; } &&
      npm install --silent --no-audit --no-fund ajv@8.20.0 ajv-formats@3.0.1 >/dev/null)
 fi
-# The embedded default model (needs the tokenizer above).
+# The embedded default model and its assistant drafter (needs the tokenizer above).
 G4_ASSETS="$assets" bash "$root/tools/make_default_model.sh"
 echo "setup: assets ready in $assets"

@@ -139,10 +139,12 @@ def attention_mask(T, window, dtype, device=None):
     return m
 
 
-def forward(cfg, W, ids, embed=None, ple=None, out_embed=None, dtype=torch.float32, last_only=False, hidden=False):
+def forward(cfg, W, ids, embed=None, ple=None, out_embed=None, dtype=torch.float32, last_only=False, hidden=False, kv_out=None):
     """ids: LongTensor [B, T] of row indices into `embed`/`ple` (defaults: W's full tables).
     out_embed: the matrix the logits are computed against (defaults to `embed`; tied).
-    Returns softcapped logits [B, T, V_out] ([B, 1, V_out] with last_only)."""
+    Returns softcapped logits [B, T, V_out] ([B, 1, V_out] with last_only); with hidden, the
+    final-normed hidden states instead. kv_out (a dict) receives layer -> (K, V) of the KV owners
+    (K normed and roped, V normed; [B, T, nkv, hd]): the assistant drafter reads them."""
     plan = Plan(cfg)
     H = cfg["hidden_size"]
     L = cfg["num_hidden_layers"]
@@ -206,6 +208,8 @@ def forward(cfg, W, ids, embed=None, ple=None, out_embed=None, dtype=torch.float
         z = gg @ g(p + "per_layer_projection.weight").t()
         x = x + rms_norm(z, g(p + "post_per_layer_input_norm.weight"), eps)
         x = x * g(p + "layer_scalar")
+    if kv_out is not None:
+        kv_out.update(kv)
     if last_only:
         x = x[:, -1:]
     h = rms_norm(x, g("norm.weight"), eps)
