@@ -52,14 +52,14 @@ Result<GenerateResult> Generate(Model& model, KvCache& cache, const std::vector<
   for (int step = 0; step < options.max_new_tokens; ++step) {
     grammar::TokenConstraint* constraint = options.constraint;
     if (constraint && constraint->IsStuck())
-      return Status::Error("the grammar allows no token here (the vocabulary cannot spell what it expects)");
+      return Status::Error(kGrammarStuckError);
     int token = sampler.Sample(logits.data(), result.tokens, constraint ? constraint->Mask() : nullptr);
     // Tensor parallel: rank 0's choice is everyone's (an unseeded sampler differs per rank), and
     // so is its callback's decision to stop, or the other ranks would wait in the next Forward.
     Communicator* comm = model.communicator();
     if (comm) comm->Broadcast(&token, sizeof token, 0);
     if (constraint && !constraint->Accept(token))  // every allowed token had probability 0
-      return Status::Error("every token the grammar allows here has probability 0 (suppressed)");
+      return Status::Error(kGrammarSuppressedError);
     result.tokens.push_back(token);
     const bool grammar_done = constraint && constraint->IsFinished();
     const bool is_stop = !options.ignore_eos && std::find(options.stop_ids.begin(),

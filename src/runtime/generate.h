@@ -39,6 +39,13 @@ struct GenerateResult {
   double draft_seconds = 0;
 };
 
+// How constrained generation fails (Generate, GenerateSpeculative, the scheduler): no token can
+// continue the grammar, or the sampler had to pick a token outside the mask.
+inline constexpr char kGrammarStuckError[] =
+    "the grammar allows no token here (the vocabulary cannot spell what it expects)";
+inline constexpr char kGrammarSuppressedError[] =
+    "every token the grammar allows here has probability 0 (suppressed)";
+
 // Appends `prompt` to the cache (which may already hold earlier turns) and generates.
 Result<GenerateResult> Generate(Model& model, KvCache& cache, const std::vector<int>& prompt,
                                 const GenerateOptions& options,

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "runtime/generate.h"
+
 namespace g4 {
 
 namespace {
@@ -11,21 +13,6 @@ double Seconds(std::chrono::steady_clock::duration d) {
 }
 
 }  // namespace
-
-std::vector<int> AllowedNextTokens(const std::vector<std::vector<int>>& prefixes,
-                                   const std::vector<int>& generated) {
-  std::vector<int> allowed;
-  const size_t k = generated.size();
-  for (const auto& prefix : prefixes) {
-    if (!std::equal(generated.begin(), generated.begin() + std::min(k, prefix.size()),
-                    prefix.begin()))
-      continue;
-    if (k >= prefix.size()) return {};  // this one is complete: free from here on
-    if (std::find(allowed.begin(), allowed.end(), prefix[k]) == allowed.end())
-      allowed.push_back(prefix[k]);
-  }
-  return allowed;
-}
 
 Scheduler::Scheduler(Model& model, const SchedulerOptions& options, StepListener* listener)
     : model_(model), options_(options), listener_(listener) {
@@ -260,7 +247,7 @@ void Scheduler::Admit(Pending pending) {
   slot.order = next_order_++;
   // Constrained and logprobs sequences draft too: ConstrainDraft masks their verify rows.
   slot.speculate = slot.drafter != nullptr;
-  slot.row_mask_ptrs.clear();
+  slot.masks.ptrs.clear();
   if (slot.speculate) {
     slot.drafter->Reset();
     slot.draft_len = options_.draft_max;
@@ -291,7 +278,7 @@ void Scheduler::Finish(Slot& slot, const std::string& reason, const std::string&
   slot.request = SequenceRequest{};  // drops the callbacks and whatever they hold
   slot.handle.reset();
   slot.sampler.reset();
-  slot.forced_mask.clear();
+  slot.masks.forced.clear();
   slot.busy = false;
   if (on_done) on_done(result);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -313,7 +300,7 @@ void Scheduler::ProposeDrafts() {
     if (n_max <= 0) continue;
     const auto t0 = Clock::now();
     Status st;
-    if (!ForcedDraft(slot, n_max)) {
+    if (!ForcedDraft(slot.request.forced_prefixes, slot.generated, n_max, slot.draft)) {
       DraftRequest request;
       request.context = &slot.context;
       request.max_tokens = n_max;
@@ -329,85 +316,12 @@ void Scheduler::ProposeDrafts() {
     }
     if (static_cast<int>(slot.draft.tokens.size()) > n_max) slot.draft.tokens.resize(n_max);
     if (slot.draft.q.size() > slot.draft.tokens.size()) slot.draft.q.resize(slot.draft.tokens.size());
-    ConstrainDraft(slot);
+    ConstrainDraft(slot.request.constraint.get(), slot.request.forced_prefixes, slot.generated,
+                   model_.plan().vocab, slot.draft, slot.masks);
     // A sampling drafter's q is spread over the vocabulary when a residual is built.
     if (!slot.draft.q.empty() && slot.scratch.q_dense.empty())
       slot.scratch.q_dense.assign(static_cast<size_t>(model_.plan().vocab), 0.0);
   }
-}
-
-bool Scheduler::ForcedDraft(Slot& slot, int n_max) {
-  const auto& prefixes = slot.request.forced_prefixes;
-  if (prefixes.empty()) return false;
-  // Forced tokens are known: proposing them costs nothing, and each verify row's mask holds only
-  // that token, so the target picks it exactly as plain decoding would (greedy or sampled).
-  std::vector<int> seen = slot.generated;
-  std::vector<int> ids = AllowedNextTokens(prefixes, seen);
-  if (ids.empty()) return false;
-  while (ids.size() == 1 && static_cast<int>(slot.draft.tokens.size()) < n_max) {
-    slot.draft.tokens.push_back(ids[0]);
-    seen.push_back(ids[0]);
-    ids = AllowedNextTokens(prefixes, seen);
-  }
-  return true;
-}
-
-void Scheduler::ConstrainDraft(Slot& slot) {
-  grammar::TokenConstraint* constraint = slot.request.constraint.get();
-  const auto& prefixes = slot.request.forced_prefixes;
-  slot.row_mask_ptrs.clear();
-  if ((!constraint && prefixes.empty()) || slot.draft.tokens.empty()) return;
-  const int vocab = model_.plan().vocab;
-  const size_t words = (static_cast<size_t>(vocab) + 63) / 64;
-  const int n = static_cast<int>(slot.draft.tokens.size());
-  if (slot.row_masks.size() < static_cast<size_t>(n + 1) * words)
-    slot.row_masks.resize(static_cast<size_t>(n + 1) * words);
-  std::vector<int> seen;  // generated + the drafts so far, for the forced prefixes
-  if (!prefixes.empty()) seen = slot.generated;
-  // Row i's mask is the one plain decoding would use after the first i drafts: the forced
-  // prefix's next tokens while one is active, else the grammar's. The real recogniser walks the
-  // drafts and is rolled back after; Step advances it over the kept tokens only.
-  size_t walked = 0;
-  int kept = 0;
-  for (int i = 0; i <= n; ++i) {
-    uint64_t* row = slot.row_masks.data() + static_cast<size_t>(i) * words;
-    const uint64_t* mask = nullptr;
-    if (!prefixes.empty()) {
-      const std::vector<int> ids = AllowedNextTokens(prefixes, seen);
-      if (!ids.empty()) {
-        TokenMaskOf(ids, vocab, &slot.forced_mask);
-        std::copy(slot.forced_mask.begin(), slot.forced_mask.end(), row);
-        mask = row;
-      }
-    }
-    if (!mask && constraint) {
-      // Nothing may follow the last draft: drop it, so the target's own pick at the row before
-      // (the same token, if it agrees) meets the dead end as plain decoding would.
-      if (constraint->IsStuck()) {
-        kept = std::max(0, i - 1);
-        break;
-      }
-      std::copy_n(constraint->Mask(), words, row);
-      mask = row;
-    }
-    slot.row_mask_ptrs.push_back(mask);
-    kept = i;
-    if (i == n) break;
-    const int d = slot.draft.tokens[i];
-    if (mask && !((mask[d >> 6] >> (d & 63)) & 1)) break;
-    if (constraint) {
-      if (!constraint->Accept(d)) break;
-      ++walked;
-      // The output would end with d: the row before picks d itself, and a row after it would be
-      // thrown away.
-      if (constraint->IsFinished()) break;
-    }
-    if (!prefixes.empty()) seen.push_back(d);
-  }
-  if (constraint) constraint->Rollback(walked);
-  slot.draft.tokens.resize(static_cast<size_t>(kept));
-  if (slot.draft.q.size() > slot.draft.tokens.size()) slot.draft.q.resize(slot.draft.tokens.size());
-  slot.row_mask_ptrs.resize(kept > 0 ? static_cast<size_t>(kept) + 1 : 0);
 }
 
 void Scheduler::Step() {
@@ -520,8 +434,7 @@ void Scheduler::Step() {
       };
       const FunctionRef<void(int)> picked(record);
       verified[i] = VerifyDrafts(*slot.sampler, logits, vocab, slot.draft, slot.generated, slot.scratch,
-                                 slot.row_mask_ptrs.empty() ? nullptr : slot.row_mask_ptrs.data(),
-                                 top >= 0 ? &picked : nullptr);
+                                 slot.masks.data(), top >= 0 ? &picked : nullptr);
       return;
     }
     TokenInfo& info = infos[i];
@@ -529,8 +442,8 @@ void Scheduler::Step() {
     if (!slot.request.forced_prefixes.empty()) {
       const std::vector<int> ids = AllowedNextTokens(slot.request.forced_prefixes, slot.generated);
       if (!ids.empty()) {
-        TokenMaskOf(ids, vocab, &slot.forced_mask);
-        allowed = slot.forced_mask.data();
+        TokenMaskOf(ids, vocab, &slot.masks.forced);
+        allowed = slot.masks.forced.data();
       }
     }
     if (slot.request.constraint && !allowed) {
@@ -555,13 +468,13 @@ void Scheduler::Step() {
     }
     const TokenInfo& info = infos[i];
     if (info.token < 0) {
-      Finish(slot, "error", "the grammar allows no token here (the vocabulary cannot spell what it expects)");
+      Finish(slot, "error", kGrammarStuckError);
       continue;
     }
     // The mask allowed the token, so the grammar accepts it, unless every allowed token had
     // probability 0 (all suppressed) and the sampler fell back to another one.
     if (slot.request.constraint && !slot.request.constraint->Accept(info.token)) {
-      Finish(slot, "error", "every token the grammar allows here has probability 0 (suppressed)");
+      Finish(slot, "error", kGrammarSuppressedError);
       continue;
     }
     if (slot.generated.empty()) {
@@ -628,7 +541,7 @@ void Scheduler::EmitVerified(Slot& slot, int count, size_t hidden) {
     // The row's mask allowed the token unless all it allowed had probability 0 (see Step).
     if (constraint && !constraint->Accept(info.token)) {
       reason = "error";
-      error = "every token the grammar allows here has probability 0 (suppressed)";
+      error = kGrammarSuppressedError;
       break;
     }
     ++emitted;

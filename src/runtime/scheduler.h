@@ -39,6 +39,7 @@
 #include "model/forward.h"
 #include "model/kv_cache.h"
 #include "grammar/token_mask.h"
+#include "runtime/constrained_draft.h"
 #include "runtime/drafter.h"
 #include "runtime/sampler.h"
 #include "runtime/speculative.h"
@@ -90,12 +91,6 @@ struct SequenceRequest {
   // Exactly once per accepted sequence, on the engine thread. A rejected Submit calls nothing.
   std::function<void(const SequenceResult&)> on_done;
 };
-
-// The tokens that may come next given `generated` so far: those continuing one of `prefixes`
-// that `generated` follows and has not finished. Empty: no constraint (no prefixes, or one is
-// already complete).
-std::vector<int> AllowedNextTokens(const std::vector<std::vector<int>>& prefixes,
-                                   const std::vector<int>& generated);
 
 // What a caller holds to cancel its sequence (e.g. when the client disconnects).
 class SequenceHandle {
@@ -197,7 +192,6 @@ class Scheduler {
     SequenceRequest request;
     std::shared_ptr<SequenceHandle> handle;
     std::unique_ptr<Sampler> sampler;
-    std::vector<uint64_t> forced_mask;  // the forced prefixes' next tokens as a mask
     Clock::time_point submitted, admitted, first_token, deadline;
     bool has_deadline = false;
     size_t prompt_done = 0;  // prompt tokens already in the cache
@@ -217,10 +211,9 @@ class Scheduler {
     // For a drafter that reads the target (the assistant): the final-normed hidden state of the
     // row that gave generated.back() ([hidden]; empty for the other drafters).
     std::vector<float> last_hidden;
-    // Constrained drafting: each verify row's mask ([draft_max + 1][vocab / 64]) and pointers to
-    // them (empty: unconstrained); the kept tokens' logprobs, one per verify row.
-    std::vector<uint64_t> row_masks;
-    std::vector<const uint64_t*> row_mask_ptrs;
+    // Constrained drafting: each verify row's mask (runtime/constrained_draft.h); the kept
+    // tokens' logprobs, one per verify row.
+    DraftMasks masks;
     std::vector<TokenInfo> row_infos;
     Slot(const ModelPlan& plan, int context, int chunk, KvType kv_type, int index)
         : cache(plan, context, chunk, kv_type), index(index) {}
@@ -231,12 +224,6 @@ class Scheduler {
   void Step();
   // Each speculating slot's proposal for this step into slot.draft (cleared for the others).
   void ProposeDrafts();
-  // A slot's draft while a forced prefix has exactly one next token: those tokens. False: no
-  // forced prefix is active.
-  bool ForcedDraft(Slot& slot, int n_max);
-  // Cuts a constrained slot's draft at the first token its grammar or forced prefix rejects (or
-  // where the grammar would be finished or stuck) and fills row_mask_ptrs for verification.
-  void ConstrainDraft(Slot& slot);
   // Hands a verified slot's `count` new tokens (the tail of slot.generated) to its callbacks,
   // rolls its cache back past the rejected drafts and ends it where a token says so.
   // `hidden` is the slot's first logits row in act_.logits_in (the hidden of row k gave the
