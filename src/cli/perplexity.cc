@@ -212,25 +212,28 @@ Status RunPerplexityRank(const PerplexityArgs& args, const PerplexityInput& in, 
   Status deferred = OkStatus();
   ProgressBar bar(static_cast<int>(wp.windows.size()));
   const auto t0 = std::chrono::steady_clock::now();
+  // The other ranks make the same Forward calls and score nothing (no softcap over their rows).
+  std::function<Status(const std::vector<ScoredRow>&)> score_rows;
+  if (output_rank)
+    score_rows = [&](const std::vector<ScoredRow>& rows) -> Status {
+      if (!deferred.ok()) return OkStatus();
+      bases.clear();
+      if (!in.base.records.empty())
+        for (size_t r = 0; r < rows.size(); ++r) bases.push_back(&in.base.records[position + r]);
+      scorer.Score(rows, static_cast<int>(header.k), bases, scores);
+      for (size_t r = 0; r < rows.size(); ++r, ++position) {
+        totals.acc.Add(scores[r].logprob);
+        if (writer && deferred.ok()) deferred = writer->Append(scores[r].top);
+        if (bases.empty()) continue;
+        if (bases[r]->target != rows[r].target && deferred.ok())
+          deferred = Status::Errorf("--kl-base ", args.kl_base, ": position ", position, " scores token ",
+                                    bases[r]->target, ", this run token ", rows[r].target);
+        totals.kl_samples.push_back(scores[r].kl);
+      }
+      return OkStatus();
+    };
   G4_RETURN_IF_ERROR(ScorePerplexityChunks(
-      *model, wp.windows, args.batch,
-      [&](const std::vector<ScoredRow>& rows) -> Status {
-        if (!output_rank || !deferred.ok()) return OkStatus();
-        bases.clear();
-        if (!in.base.records.empty())
-          for (size_t r = 0; r < rows.size(); ++r) bases.push_back(&in.base.records[position + r]);
-        scorer.Score(rows, static_cast<int>(header.k), bases, scores);
-        for (size_t r = 0; r < rows.size(); ++r, ++position) {
-          totals.acc.Add(scores[r].logprob);
-          if (writer && deferred.ok()) deferred = writer->Append(scores[r].top);
-          if (bases.empty()) continue;
-          if (bases[r]->target != rows[r].target && deferred.ok())
-            deferred = Status::Errorf("--kl-base ", args.kl_base, ": position ", position, " scores token ",
-                                      bases[r]->target, ", this run token ", rows[r].target);
-          totals.kl_samples.push_back(scores[r].kl);
-        }
-        return OkStatus();
-      },
+      *model, wp.windows, args.batch, score_rows,
       [&](int done) {
         if (output_rank) bar.Update(done, totals.acc.Perplexity());
       }));

@@ -87,7 +87,7 @@ Status ScorePerplexityChunks(Model& model, const std::vector<PerplexityWindow>& 
         if (want) wanted_pos.push_back(i + 1);
       }
       G4_RETURN_IF_ERROR(model.Forward(rows, act, wanted_pos.empty() ? nullptr : logits.data()));
-      if (wanted_pos.empty()) continue;
+      if (wanted_pos.empty() || !on_chunk) continue;
       // The softcap (a tanh per logit: 262,144 per row on Gemma) in blocks over the pool; each
       // logit's value does not depend on the split.
       const int64_t n_logits = static_cast<int64_t>(wanted_pos.size()) * plan.vocab;

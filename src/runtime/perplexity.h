@@ -47,6 +47,8 @@ struct ScoredRow {
 // each Forward, in order (never empty); on_window (may be null) after each window. Under tensor
 // parallelism every rank runs it (the same Forward calls); an error on_chunk returns ends this
 // rank's loop, so a rank that must stay in step with its peers reports errors after the loop.
+// A null on_chunk runs the Forward calls only (a tensor-parallel rank that scores nothing: no
+// softcap over its rows).
 Status ScorePerplexityChunks(Model& model, const std::vector<PerplexityWindow>& windows, int batch,
                              const std::function<Status(const std::vector<ScoredRow>&)>& on_chunk,
                              const std::function<void(int windows_done)>& on_window = nullptr);
