@@ -52,7 +52,8 @@ void AddBenchOptions(CLI::App& app, BenchFlags& f) {
   app.add_flag("--json", f.json_out, "print one JSON object");
   app.add_option("--json-schema", f.json_schema,
                  "also decode with the output held to this JSON schema file (or json_object), "
-                 "alternating with plain decode, and time the token masks");
+                 "alternating with plain decode (with --spec, also speculative decode held to it), "
+                 "and time the token masks");
   AddSpecOptions(app, f.spec);
 }
 
@@ -260,14 +261,14 @@ Status BenchModel(const BenchFlags& f, Model& model, Communicator* comm, BenchFa
   G4_ASSIGN_OR_RETURN(const PrefillTimes prefill, TimePrefill(f, run));
   G4_ASSIGN_OR_RETURN(const DecodeTimes decode, TimeDecode(f, run));
   nlohmann::json spec;
+  SpecSetup setup;
   if (f.spec.enabled()) {
-    G4_ASSIGN_OR_RETURN(SpecSetup setup, MakeSpecSetup(f.spec, model, SamplingParams{}, max_ctx,
-                                                       options, comm));
+    G4_ASSIGN_OR_RETURN(setup, MakeSpecSetup(f.spec, model, SamplingParams{}, max_ctx, options, comm));
     G4_ASSIGN_OR_RETURN(spec, BenchSpeculative(f, model, setup, ids));
   }
   nlohmann::json constrained;
   if (!f.json_schema.empty()) {
-    G4_ASSIGN_OR_RETURN(constrained, BenchSchema(f, model, ids));
+    G4_ASSIGN_OR_RETURN(constrained, BenchSchema(f, model, setup.drafter ? &setup : nullptr, ids));
   }
   if (!IsOutputRank(comm)) return OkStatus();
   nlohmann::json j = BenchJson(f, model, comm, facts, prefill, decode);

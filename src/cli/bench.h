@@ -22,7 +22,8 @@ struct BenchFlags {
   std::vector<int> prefill_lengths{128, 512};
   bool json_out = false, warmup = true;
   SpecFlags spec;  // --spec: adds the verify cost and a speculative decode (bench_spec.cc)
-  std::string json_schema;  // --json-schema: adds decode held to a schema (bench_schema.cc)
+  std::string json_schema;  // --json-schema: adds decode held to a schema (bench_schema.cc),
+                            // with --spec also speculative decode held to it
   std::string json_schema_gbnf;  // its grammar, compiled before the model loads
 };
 
@@ -73,6 +74,9 @@ struct BenchFacts {
   bool tensor_parallel = false;  // ran with a communicator: numbers are rank 0's
 };
 
+// The median of `v` (0 when empty).
+double Median(std::vector<double> v);
+
 // Everything `g4 bench --json` prints; the table is printed from it.
 nlohmann::json BenchJson(const BenchFlags& flags, Model& model, const Communicator* comm,
                          const BenchFacts& facts, const PrefillTimes& prefill, const DecodeTimes& decode);
@@ -91,8 +95,10 @@ void PrintSpecTable(const nlohmann::json& spec);
 // The grammar for --json-schema: "json_object" or a file holding a JSON schema.
 Result<std::string> BenchSchemaGbnf(const std::string& arg);
 // Plain vs schema-constrained greedy decode of ids[0, first context) alternately (--reps rounds),
-// and the token masks' own cost per token: the JSON object under "constrained".
-Result<nlohmann::json> BenchSchema(const BenchFlags& flags, Model& model, const std::vector<int>& ids);
+// with `spec` (--spec) also constrained speculative decode, and the token masks' own cost per
+// token: the JSON object under "constrained".
+Result<nlohmann::json> BenchSchema(const BenchFlags& flags, Model& model, SpecSetup* spec,
+                                   const std::vector<int>& ids);
 void PrintSchemaTable(const nlohmann::json& constrained);
 
 // The weight matrices one decoded token multiplies by (the tied LM head in full).

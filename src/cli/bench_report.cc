@@ -9,6 +9,14 @@
 #include "kernels/ops.h"
 
 namespace g4::cli {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
 namespace {
 
 // Weight bytes one decoded token reads: the decode matrices, one embedding row and one PLE row.
@@ -21,13 +29,6 @@ int64_t WeightBytesPerToken(const Model& model) {
     bytes += static_cast<int64_t>(plan.n_layers()) * plan.ple_dim *
              static_cast<int64_t>(DTypeSize(w.ple_dtype));
   return bytes;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
 }
 
 // The base context of the paired ratios: ctx 0 if measured, else the smallest.

@@ -1,7 +1,8 @@
 // g4 bench --json-schema: what constrained decoding costs. The same prompt is decoded greedily
-// without and with the output held to a JSON schema (or any JSON object), alternately, --reps
-// times; then the constrained output is replayed through a fresh constraint (a new request: the
-// automaton and the mask cache cold) to time the masks alone, per token.
+// without and with the output held to a JSON schema (or any JSON object), and with --spec also
+// speculatively under the same constraint, alternately, --reps times; then the constrained output
+// is replayed through a fresh constraint (a new request: the automaton and the mask cache cold)
+// to time the masks alone, per token.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include "grammar/vocabulary_trie.h"
 #include "model/kv_cache.h"
 #include "runtime/generate.h"
+#include "runtime/speculative.h"
 #include "tokenizer/tokenizer.h"
 
 namespace g4::cli {
@@ -32,7 +34,8 @@ Result<std::string> BenchSchemaGbnf(const std::string& arg) {
   return gbnf;
 }
 
-Result<nlohmann::json> BenchSchema(const BenchFlags& f, Model& model, const std::vector<int>& ids) {
+Result<nlohmann::json> BenchSchema(const BenchFlags& f, Model& model, SpecSetup* spec,
+                                   const std::vector<int>& ids) {
   const int V = model.plan().vocab;
   G4_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tok, LoadModelTokenizer(f.model_dir));
   G4_ASSIGN_OR_RETURN(grammar::Grammar parsed, grammar::ParseGbnf(f.json_schema_gbnf));
@@ -44,32 +47,62 @@ Result<nlohmann::json> BenchSchema(const BenchFlags& f, Model& model, const std:
   const double trie_s = trie_timer.Seconds();
 
   const int ctx = std::max(1, f.contexts.front());
-  KvCache cache(model.plan(), ctx + f.decode_tokens + 2, f.chunk, KvTypeOf(f.kv_type));
+  // A speculative pass runs draft_max + 1 rows of one call and may reach that far past the end.
+  const int draft_max = spec ? spec->options.draft_max : 0;
+  KvCache cache(model.plan(), ctx + f.decode_tokens + draft_max + 2,
+                spec ? std::max(f.chunk, draft_max + 1) : f.chunk, KvTypeOf(f.kv_type));
   const std::vector<int> prompt(ids.begin(), ids.begin() + ctx);
   GenerateOptions gen;
   gen.max_new_tokens = f.decode_tokens;
   gen.ignore_eos = true;
   gen.prefill_chunk = cache.max_chunk();
 
-  double plain_best = 0, constrained_best = 0;
-  GenerateResult constrained_out;
-  for (int r = 0; r < f.reps; ++r) {
-    cache.Reset();
-    G4_ASSIGN_OR_RETURN(GenerateResult plain, Generate(model, cache, prompt, gen));
-    plain_best = std::max(plain_best, (plain.tokens.size() - 1) / std::max(1e-9, plain.decode_seconds));
-    // A fresh automaton per round, as a new request gets: its warm-up is part of the cost.
+  // Decode tok/s after the first token; an output of one token (`{}` is one token) has no decode
+  // steps to time, but is reported.
+  auto tok_s = [](const GenerateResult& r) {
+    return r.tokens.size() > 1 ? (r.tokens.size() - 1) / std::max(1e-9, r.decode_seconds) : 0.0;
+  };
+  // A fresh automaton per run, as a new request gets: its warm-up is part of the cost.
+  auto constrained_run = [&](Drafter* drafter) -> Result<GenerateResult> {
     grammar::TokenConstraint constraint(trie, std::make_shared<grammar::Automaton>(parsed));
     GenerateOptions held = gen;
     held.constraint = &constraint;
     cache.Reset();
-    G4_ASSIGN_OR_RETURN(GenerateResult out, Generate(model, cache, prompt, held));
-    // An output of one token (`{}` is one token) has no decode steps to time, but is reported.
-    const double tps = out.tokens.size() > 1 ? (out.tokens.size() - 1) / std::max(1e-9, out.decode_seconds) : 0.0;
-    if (r == 0 || tps > constrained_best) {
-      constrained_best = std::max(constrained_best, tps);
-      constrained_out = out;
+    if (!drafter) return Generate(model, cache, prompt, held);
+    drafter->Reset();
+    return GenerateSpeculative(model, cache, prompt, held, *drafter, spec->options);
+  };
+  // Plain, constrained and (with --spec) constrained speculative decode take turns, the order
+  // reversed every other round, so a drifting machine favours none.
+  std::vector<double> plain_tps, constrained_tps, spec_tps;
+  GenerateResult constrained_out, spec_out;
+  bool spec_identical = true;
+  for (int r = 0; r < f.reps; ++r) {
+    for (int k = 0; k < 3; ++k) {
+      const int which = r % 2 ? 2 - k : k;
+      if (which == 0) {
+        cache.Reset();
+        G4_ASSIGN_OR_RETURN(GenerateResult plain, Generate(model, cache, prompt, gen));
+        plain_tps.push_back(tok_s(plain));
+      } else if (which == 1) {
+        G4_ASSIGN_OR_RETURN(GenerateResult out, constrained_run(nullptr));
+        if (constrained_tps.empty() || tok_s(out) > *std::max_element(constrained_tps.begin(), constrained_tps.end()))
+          constrained_out = out;
+        constrained_tps.push_back(tok_s(out));
+      } else if (spec) {
+        G4_ASSIGN_OR_RETURN(GenerateResult out, constrained_run(spec->drafter.get()));
+        // Round 0 ran constrained decode first: greedy output must be its, token for token.
+        spec_identical = spec_identical && out.tokens == constrained_out.tokens;
+        if (spec_tps.empty() || tok_s(out) > *std::max_element(spec_tps.begin(), spec_tps.end()))
+          spec_out = out;
+        spec_tps.push_back(tok_s(out));
+      }
     }
   }
+  auto best = [](const std::vector<double>& v) {
+    return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+  };
+  const double plain_best = best(plain_tps), constrained_best = best(constrained_tps);
 
   // The masks alone: the constrained output replayed through a cold constraint.
   grammar::TokenConstraint replay(trie, std::make_shared<grammar::Automaton>(parsed));
@@ -90,7 +123,9 @@ Result<nlohmann::json> BenchSchema(const BenchFlags& f, Model& model, const std:
   j["context"] = ctx;
   j["trie_build_s"] = trie_s;
   j["plain_decode_tok_s"] = plain_best;
+  j["plain_decode_tok_s_median"] = Median(plain_tps);
   j["constrained_decode_tok_s"] = constrained_best;
+  j["constrained_decode_tok_s_median"] = Median(constrained_tps);
   j["constrained_tokens"] = constrained_out.tokens.size();
   j["constrained_finish_reason"] = constrained_out.finish_reason;
   j["slowdown"] = plain_best > 0 && constrained_best > 0 ? 1.0 - constrained_best / plain_best : 0.0;
@@ -98,6 +133,20 @@ Result<nlohmann::json> BenchSchema(const BenchFlags& f, Model& model, const std:
   j["mask_share_of_plain_step"] = plain_best > 0 ? mask_ms / (1e3 / plain_best) : 0.0;
   j["output_is_complete"] = replay.IsComplete();
   j["output"] = text;
+  if (spec) {
+    const double spec_best = best(spec_tps);
+    nlohmann::json s = SpecJson(spec_out);
+    s["spec"] = f.spec.spec;
+    s["draft_max"] = draft_max;
+    s["decode_tok_s"] = spec_best;
+    s["decode_tok_s_median"] = Median(spec_tps);
+    s["speedup_vs_constrained"] = constrained_best > 0 ? spec_best / constrained_best : 0.0;
+    s["speedup_vs_constrained_median"] =
+        Median(constrained_tps) > 0 ? Median(spec_tps) / Median(constrained_tps) : 0.0;
+    s["finish_reason"] = spec_out.finish_reason;
+    s["greedy_output_identical"] = spec_identical;
+    j["speculative"] = s;
+  }
   return j;
 }
 
@@ -108,6 +157,14 @@ void PrintSchemaTable(const nlohmann::json& j) {
   std::printf("    %-34s %10.2f tok/s (%.1f%% slower; %zu tokens, %s)\n", "constrained decode",
               j["constrained_decode_tok_s"].get<double>(), 100 * j["slowdown"].get<double>(),
               j["constrained_tokens"].get<size_t>(), j["constrained_finish_reason"].get<std::string>().c_str());
+  if (j.contains("speculative")) {
+    const nlohmann::json& s = j["speculative"];
+    std::printf("    %-34s %10.2f tok/s (%.2fx constrained; %.0f%% of drafts kept, %.2f tokens per pass)%s\n",
+                ("constrained speculative (" + s["spec"].get<std::string>() + ")").c_str(),
+                s["decode_tok_s"].get<double>(), s["speedup_vs_constrained"].get<double>(),
+                100 * s["acceptance_rate"].get<double>(), s["tokens_per_target_pass"].get<double>(),
+                s["greedy_output_identical"].get<bool>() ? "" : "  OUTPUT DIFFERS");
+  }
   std::printf("    %-34s %10.3f ms (%.1f%% of a plain step)\n", "mask per token, cold",
               j["mask_ms_per_token"].get<double>(), 100 * j["mask_share_of_plain_step"].get<double>());
   std::printf("    %-34s %10.2f s\n", "vocabulary trie built in", j["trie_build_s"].get<double>());

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "runtime/constrained_draft.h"
+
 namespace g4 {
 
 namespace {
@@ -124,11 +126,23 @@ Result<GenerateResult> GenerateSpeculative(Model& model, KvCache& cache,
   std::vector<float> last_hidden(drafter.wants_target_state() ? H : 0);
   if (!last_hidden.empty()) std::copy_n(act.logits_in.begin(), H, last_hidden.begin());
   bool prefilled = true;  // logits row 0 is the prompt's: the first token needs no pass
+  // Constrained output: drafts are cut where the grammar rejects them and each verify row samples
+  // under the mask of its own state (runtime/constrained_draft.h), as plain Generate would.
+  grammar::TokenConstraint* constraint = options.constraint;
+  const std::vector<std::vector<int>> no_prefixes;
+  DraftMasks masks;
+  if (constraint) {
+    masks.rows.resize(static_cast<size_t>(spec.draft_max + 1) * ((static_cast<size_t>(V) + 63) / 64));
+    masks.ptrs.reserve(static_cast<size_t>(spec.draft_max + 1));
+  }
+  const uint64_t* row0_mask = nullptr;  // an undrafted pass's one row
   if (max_new == 0) return result;
 
   for (;;) {
     const int64_t past = cache.n_past();
     draft.Clear();
+    if (constraint && constraint->IsStuck())
+      return Status::Error(kGrammarStuckError);
     if (!prefilled) {
       // Room: every emitted token counts against max_new, every fed row against the context.
       const int n_max = static_cast<int>(std::min<int64_t>(
@@ -154,6 +168,7 @@ Result<GenerateResult> GenerateSpeculative(Model& model, KvCache& cache,
         // Rank 0 decides (broadcast below): another rank's q need not match these tokens.
         if (draft.q.size() != draft.tokens.size()) draft.q.clear();
       }
+      ConstrainDraft(constraint, no_prefixes, result.tokens, V, draft, masks);
       rows.clear();
       rows.push_back(BatchRow{context.back(), past, &cache, true});
       for (size_t i = 0; i < draft.tokens.size(); ++i)
@@ -162,7 +177,12 @@ Result<GenerateResult> GenerateSpeculative(Model& model, KvCache& cache,
       ++result.target_passes;
     }
     const size_t before = result.tokens.size();
-    int count = VerifyDrafts(sampler, logits.data(), V, draft, result.tokens, scratch);
+    const uint64_t* const* row_masks = masks.data();
+    if (constraint && !row_masks) {
+      row0_mask = constraint->Mask();
+      row_masks = &row0_mask;
+    }
+    int count = VerifyDrafts(sampler, logits.data(), V, draft, result.tokens, scratch, row_masks);
     if (comm) {
       // Rank 0's choices are everyone's (an unseeded sampler differs per rank).
       shared[0] = count;
@@ -182,16 +202,21 @@ Result<GenerateResult> GenerateSpeculative(Model& model, KvCache& cache,
     int emitted = 0;
     while (emitted < count && !done) {
       const int token = result.tokens[before + emitted++];
+      // The row's mask allowed the token, unless every allowed token had probability 0.
+      if (constraint && !constraint->Accept(token))
+        return Status::Error(kGrammarSuppressedError);
       context.push_back(token);
       const bool is_stop = !options.ignore_eos && std::find(options.stop_ids.begin(),
                                                             options.stop_ids.end(), token) !=
                                                       options.stop_ids.end();
+      // 0: cancelled, 1: go on, 2: the grammar is done (rank 0's decides, as in Generate).
       int keep_going = on_token ? on_token(token) : 1;
+      if (keep_going && constraint && constraint->IsFinished()) keep_going = 2;
       if (comm) comm->Broadcast(&keep_going, sizeof keep_going, 0);
       if (!keep_going) {
         result.finish_reason = "cancelled";
         done = true;
-      } else if (is_stop) {
+      } else if (is_stop || keep_going == 2) {
         result.finish_reason = "stop";
         done = true;
       }

@@ -50,9 +50,11 @@ int VerifyDrafts(Sampler& sampler, float* logits, int vocab, const Draft& draft,
                  const uint64_t* const* row_masks = nullptr,
                  const FunctionRef<void(int token)>* picked = nullptr);
 
-// Generate() with speculative decoding: the same prompt handling, callbacks, stop rules and result
-// (plus the speculative counters), and the cache ends as Generate leaves it (every token but the
-// last generated one). The cache's max_chunk must exceed spec.draft_max.
+// Generate() with speculative decoding: the same prompt handling, callbacks, stop rules, result
+// (plus the speculative counters) and constraint (options.constraint: drafts are cut at the first
+// token the grammar rejects and verify row i samples under the mask after the first i drafts, so
+// greedy output is constrained Generate's), and the cache ends as Generate leaves it (every token
+// but the last generated one). The cache's max_chunk must exceed spec.draft_max.
 Result<GenerateResult> GenerateSpeculative(Model& model, KvCache& cache,
                                            const std::vector<int>& prompt,
                                            const GenerateOptions& options, Drafter& drafter,
