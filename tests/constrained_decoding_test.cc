@@ -5,16 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <future>
-#include <nlohmann/json.hpp>
 
 #include "grammar/gbnf_parser.h"
-#include "grammar/json_schema.h"
 #include "grammar/token_mask.h"
-#include "model/loader.h"
 #include "runtime/generate.h"
 #include "runtime/scheduler.h"
 #include "testing/checkpoints.h"
+#include "testing/grammars.h"
+#include "testing/sequences.h"
+#include "testing/tiny_model.h"
 #include "testing/tiny_vocabulary.h"
 #include "tokenizer/tokenizer.h"
 
@@ -24,40 +23,6 @@ namespace {
 using grammar::Automaton;
 using grammar::TokenConstraint;
 using grammar::TokenTrie;
-
-std::shared_ptr<Automaton> SchemaAutomaton(const std::string& schema) {
-  auto gbnf = grammar::JsonSchemaTextToGbnf(schema);
-  EXPECT_TRUE(gbnf.ok()) << gbnf.status().message();
-  auto g = grammar::ParseGbnf(gbnf.ok() ? *gbnf : "root ::= \"x\"\n");
-  EXPECT_TRUE(g.ok()) << g.status().message();
-  return std::make_shared<Automaton>(std::move(g).value());
-}
-
-const char* kPerson = R"({"type":"object","properties":{
-  "name":{"type":"string","maxLength":12},
-  "age":{"type":"integer","minimum":0,"maximum":130},
-  "email":{"type":"string","format":"email"},
-  "tags":{"type":"array","items":{"enum":["a","b","c"]},"maxItems":3},
-  "ok":{"type":"boolean"}},
-  "required":["name","age","ok"],"additionalProperties":false})";
-
-void CheckPerson(const std::string& text) {
-  const auto j = nlohmann::json::parse(text, nullptr, false);
-  ASSERT_FALSE(j.is_discarded()) << text;
-  ASSERT_TRUE(j.is_object()) << text;
-  ASSERT_TRUE(j.contains("name") && j["name"].is_string()) << text;
-  EXPECT_LE(j["name"].get<std::string>().size(), 12u * 4) << text;
-  ASSERT_TRUE(j.contains("age") && j["age"].is_number_integer()) << text;
-  EXPECT_GE(j["age"].get<int>(), 0);
-  EXPECT_LE(j["age"].get<int>(), 130);
-  ASSERT_TRUE(j.contains("ok") && j["ok"].is_boolean()) << text;
-  if (j.contains("tags")) {
-    ASSERT_TRUE(j["tags"].is_array());
-    EXPECT_LE(j["tags"].size(), 3u);
-  }
-  for (const auto& [k, v] : j.items())
-    EXPECT_TRUE(k == "name" || k == "age" || k == "email" || k == "tags" || k == "ok") << k;
-}
 
 TEST(ConstrainedDecoding, RealVocabularyMasksMatchBruteForce) {
   auto tok = Tokenizer::Load(TestTokenizerPath());
@@ -73,7 +38,7 @@ TEST(ConstrainedDecoding, RealVocabularyMasksMatchBruteForce) {
   const auto t0 = std::chrono::steady_clock::now();
   auto trie = std::make_shared<TokenTrie>(bytes, eligible, std::vector<int>{eos});
   const double build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  auto automaton = SchemaAutomaton(kPerson);
+  auto automaton = SchemaAutomaton(kPersonSchema);
   // States along a valid output: start, inside a key, inside a string value, after a digit.
   const std::string out = R"({"name":"Jo Ann","age":42,"ok":true})";
   int checked = 0;
@@ -106,36 +71,13 @@ TEST(ConstrainedDecoding, RealVocabularyMasksMatchBruteForce) {
   EXPECT_EQ(checked, 5 * vocab);
 }
 
-class ConstrainedGeneration : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
-    ASSERT_FALSE(dir.empty());
-    ModelOptions mo;
-    mo.threads = 1;
-    auto m = LoadModel(dir, mo);
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    model_ = std::move(m).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  static std::string Text(const TokenTrie& trie, const std::vector<int>& tokens) {
-    std::string s;
-    for (int t : tokens)
-      if (!trie.IsEnd(t)) s += trie.bytes(t);
-    return s;
-  }
-  static Model* model_;
-};
-Model* ConstrainedGeneration::model_ = nullptr;
+class ConstrainedGeneration : public TinyModelTest {};
 
 TEST_F(ConstrainedGeneration, GreedyAndSampledOutputsAreCompleteValidJson) {
   ASSERT_NE(model_, nullptr);
   const int eos = 1;
   auto trie = TinyTrie(model_->plan().vocab, eos);
-  auto automaton = SchemaAutomaton(kPerson);
+  auto automaton = SchemaAutomaton(kPersonSchema);
   int stopped = 0;
   for (int run = 0; run < 12; ++run) {
     KvCache cache(model_->plan(), 512, 64);
@@ -153,7 +95,7 @@ TEST_F(ConstrainedGeneration, GreedyAndSampledOutputsAreCompleteValidJson) {
     }
     auto r = Generate(*model_, cache, {2, 3 + run, 4}, go);
     ASSERT_TRUE(r.ok()) << r.status().message();
-    const std::string text = Text(*trie, r->tokens);
+    const std::string text = TokensText(*trie, r->tokens);
     if (r->finish_reason == "stop") {
       ++stopped;
       EXPECT_TRUE(c.IsComplete());
@@ -182,7 +124,7 @@ TEST_F(ConstrainedGeneration, AllAllowedTokensSuppressedIsAnErrorNotAnInvalidTok
     go.sampling.suppress_tokens = {2 + 'a'};  // the only token the grammar allows
     auto r = Generate(*model_, cache, {2, 3}, go);
     ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.status().message(), "every token the grammar allows here has probability 0 (suppressed)");
+    EXPECT_EQ(r.status().message(), kGrammarSuppressedError);
   }
 }
 
@@ -194,11 +136,7 @@ TEST_F(ConstrainedGeneration, SchedulerRowsAreConstrainedAndUnsatisfiableEndsWit
   so.parallel = 4;
   so.context = 512;
   Scheduler scheduler(*model_, so);
-  struct Out {
-    std::vector<int> tokens;
-    SequenceResult result;
-  };
-  std::vector<std::shared_ptr<std::promise<Out>>> promises;
+  std::vector<SequenceRunner> runners(6);
   std::vector<std::shared_ptr<TokenConstraint>> constraints;
   for (int i = 0; i < 6; ++i) {
     SequenceRequest req;
@@ -211,24 +149,14 @@ TEST_F(ConstrainedGeneration, SchedulerRowsAreConstrainedAndUnsatisfiableEndsWit
     req.sampling.seed = i;
     req.sampling.has_seed = true;
     req.constraint = std::make_shared<TokenConstraint>(
-        trie, SchemaAutomaton(tight ? R"({"type":"array","items":{"type":"integer"},"minItems":20})" : kPerson));
+        trie, SchemaAutomaton(tight ? R"({"type":"array","items":{"type":"integer"},"minItems":20})" : kPersonSchema));
     constraints.push_back(req.constraint);
-    auto p = std::make_shared<std::promise<Out>>();
-    auto out = std::make_shared<Out>();
-    req.on_token = [out](const TokenInfo& t) {
-      out->tokens.push_back(t.token);
-      return true;
-    };
-    req.on_done = [out, p](const SequenceResult& r) {
-      out->result = r;
-      p->set_value(*out);
-    };
-    promises.push_back(p);
+    runners[i].Wire(req);
     ASSERT_EQ(scheduler.Submit(std::move(req)).admission, Admission::kAccepted);
   }
   for (int i = 0; i < 6; ++i) {
-    Out o = promises[i]->get_future().get();
-    const std::string text = Text(*trie, o.tokens);
+    SequenceOutcome o = runners[i].future.get();
+    const std::string text = TokensText(*trie, o.tokens);
     if (i == 5) {
       EXPECT_EQ(o.result.finish_reason, "length") << text;
       EXPECT_EQ(o.tokens.size(), 15u);

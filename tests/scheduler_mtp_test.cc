@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <future>
 #include <memory>
 
 #include "model/assistant.h"
@@ -19,6 +18,8 @@
 #include "runtime/mtp_drafter.h"
 #include "runtime/scheduler.h"
 #include "testing/checkpoints.h"
+#include "testing/scripted_drafter.h"
+#include "testing/sequences.h"
 
 namespace g4 {
 namespace {
@@ -60,50 +61,17 @@ class CheckingDrafter : public Drafter {
     EXPECT_EQ(from_slot, from_fresh) << "the assistant's drafts depend on the slot's state";
     ++calls;
     // The target's own continuation of this context's prompt, every other proposal spoiled.
-    for (size_t s = 0; s < s_.prompts->size(); ++s) {
-      const std::vector<int>& p = (*s_.prompts)[s];
-      if (ctx.size() < p.size() || !std::equal(p.begin(), p.end(), ctx.begin())) continue;
-      const std::vector<int>& out = (*s_.plain)[s];
-      for (size_t i = ctx.size() - p.size();
-           i < out.size() && static_cast<int>(draft->tokens.size()) < request.max_tokens; ++i)
-        draft->tokens.push_back(out[i]);
-      if (calls % 2 == 0 && !draft->tokens.empty())
-        draft->tokens.back() = (draft->tokens.back() + 1) % s_.model->plan().vocab;
-      break;
-    }
-    return OkStatus();
+    return script_.Propose(request, draft);
   }
   double worst = 0;
   int calls = 0;
 
  private:
   Shared s_;
+  ScriptedDrafter script_{s_.prompts, s_.plain, [vocab = s_.model->plan().vocab](int call, std::vector<int>& d) {
+                            if (call % 2 == 0 && !d.empty()) d.back() = (d.back() + 1) % vocab;
+                          }};
 };
-
-struct Outcome {
-  std::vector<int> tokens;
-  SequenceResult result;
-};
-
-// Submits a sequence; the future holds its tokens and result.
-std::future<Outcome> SubmitTo(Scheduler& scheduler, const std::vector<int>& prompt, int max_new) {
-  auto promise = std::make_shared<std::promise<Outcome>>();
-  auto out = std::make_shared<Outcome>();
-  SequenceRequest r;
-  r.prompt = prompt;
-  r.max_new_tokens = max_new;
-  r.on_token = [out](const TokenInfo& t) {
-    out->tokens.push_back(t.token);
-    return true;
-  };
-  r.on_done = [out, promise](const SequenceResult& res) {
-    out->result = res;
-    promise->set_value(*out);
-  };
-  auto future = promise->get_future();
-  EXPECT_EQ(scheduler.Submit(std::move(r)).admission, Admission::kAccepted);
-  return future;
-}
 
 TEST(SchedulerMtp, EachSlotDraftsFromItsOwnCacheAndHidden) {
   auto loaded = LoadModel(TinyCheckpoint("e2b", {.vocab = 512}), {.threads = 2});
@@ -148,9 +116,10 @@ TEST(SchedulerMtp, EachSlotDraftsFromItsOwnCacheAndHidden) {
   };
   {
     Scheduler scheduler(model, so);
-    std::vector<std::future<Outcome>> futures;
-    for (int i = 0; i < n; ++i) futures.push_back(SubmitTo(scheduler, prompts[i], max_new));
-    for (int i = 0; i < n; ++i) EXPECT_EQ(futures[i].get().tokens, plain[i]) << "sequence " << i;
+    std::vector<SequenceRunner> runners(n);
+    for (int i = 0; i < n; ++i)
+      ASSERT_EQ(scheduler.Submit(runners[i].Request(prompts[i], max_new)).admission, Admission::kAccepted);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(runners[i].future.get().tokens, plain[i]) << "sequence " << i;
     const SchedulerStats s = scheduler.stats();
     EXPECT_GT(s.spec_accepted, 0u);
     EXPECT_LT(s.spec_accepted, s.spec_drafted) << "no draft was rejected: partial acceptance untested";
@@ -166,10 +135,11 @@ TEST(SchedulerMtp, EachSlotDraftsFromItsOwnCacheAndHidden) {
   so.make_drafter = [&](int) { return std::make_unique<MtpDrafter>(shared_assistant); };
   Scheduler scheduler(model, so);
   for (int round = 0; round < 2; ++round) {
-    std::vector<std::future<Outcome>> futures;
-    for (int i = 0; i < n; ++i) futures.push_back(SubmitTo(scheduler, prompts[i], max_new));
+    std::vector<SequenceRunner> runners(n);
+    for (int i = 0; i < n; ++i)
+      ASSERT_EQ(scheduler.Submit(runners[i].Request(prompts[i], max_new)).admission, Admission::kAccepted);
     for (int i = 0; i < n; ++i) {
-      const Outcome o = futures[i].get();
+      const SequenceOutcome o = runners[i].future.get();
       EXPECT_EQ(o.result.finish_reason, "length");
       EXPECT_EQ(o.tokens, plain[i]) << "round " << round << ", sequence " << i;
     }

@@ -24,4 +24,11 @@ std::shared_ptr<grammar::TokenTrie> TinyTrie(int vocab, int eos) {
   return std::make_shared<grammar::TokenTrie>(bytes, eligible, std::vector<int>{eos});
 }
 
+std::string TokensText(const grammar::TokenTrie& trie, const std::vector<int>& tokens) {
+  std::string text;
+  for (int t : tokens)
+    if (!trie.IsEnd(t)) text += trie.bytes(t);
+  return text;
+}
+
 }  // namespace g4

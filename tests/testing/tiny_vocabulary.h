@@ -4,11 +4,16 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "grammar/token_mask.h"
 
 namespace g4 {
 
 std::shared_ptr<grammar::TokenTrie> TinyTrie(int vocab, int eos);
+
+// The bytes `tokens` spell (end tokens spell nothing).
+std::string TokensText(const grammar::TokenTrie& trie, const std::vector<int>& tokens);
 
 }  // namespace g4
