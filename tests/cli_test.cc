@@ -201,8 +201,8 @@ TEST(Cli, BenchReportsTheFormatTheWeightsAreIn) {
 }
 
 // g4 bench --json-schema decodes with the output held to the schema: what it reports as the
-// constrained output is JSON of the schema's shape (checked here by hand, not by the grammar);
-// a schema it cannot read or compile is a clear error.
+// constrained output is JSON of the schema's shape (checked here by hand, not by the grammar),
+// with --spec the same output speculatively; a schema it cannot read or compile is a clear error.
 TEST(Cli, BenchJsonSchemaHoldsTheOutputToTheSchema) {
   const std::string model = AssetsDir() + "/models/default";
   if (!std::ifstream(model + "/tokenizer.json")) GTEST_SKIP() << "no default model (tools/setup.sh)";
@@ -231,6 +231,20 @@ TEST(Cli, BenchJsonSchemaHoldsTheOutputToTheSchema) {
   EXPECT_GT(c["plain_decode_tok_s"].get<double>(), 0);
   EXPECT_GT(c["constrained_decode_tok_s"].get<double>(), 0);
   EXPECT_GT(c["mask_ms_per_token"].get<double>(), 0);
+
+  // With --spec, speculative decode under the same schema: greedy, so the same output token for
+  // token (the bench compares the tokens; the text here is the first run's).
+  RunResult spec = RunG4("bench --json-schema " + schema_path + flags + " --spec ngram --draft-max 3",
+                         /*merge_stderr=*/false);
+  ASSERT_EQ(spec.exit_code, 0) << spec.output;
+  const auto cs = nlohmann::json::parse(spec.output)["constrained"];
+  EXPECT_EQ(cs["output"], c["output"]);
+  ASSERT_TRUE(cs.contains("speculative")) << cs.dump();
+  EXPECT_TRUE(cs["speculative"]["greedy_output_identical"].get<bool>()) << cs.dump();
+  EXPECT_EQ(cs["speculative"]["finish_reason"], "stop");
+  EXPECT_EQ(cs["speculative"]["spec"], "ngram");
+  EXPECT_GT(cs["speculative"]["decode_tok_s"].get<double>(), 0);
+  EXPECT_GT(cs["speculative"]["target_passes"].get<int>(), 0);
 
   RunResult missing = RunG4("bench --json-schema /nonexistent/s.json" + flags);
   EXPECT_NE(missing.exit_code, 0);

@@ -75,6 +75,9 @@ Result<nlohmann::json> BenchSchema(const BenchFlags& f, Model& model, SpecSetup*
   // Plain, constrained and (with --spec) constrained speculative decode take turns, the order
   // reversed every other round, so a drifting machine favours none.
   std::vector<double> plain_tps, constrained_tps, spec_tps;
+  auto best = [](const std::vector<double>& v) {
+    return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
+  };
   GenerateResult constrained_out, spec_out;
   bool spec_identical = true;
   for (int r = 0; r < f.reps; ++r) {
@@ -86,22 +89,17 @@ Result<nlohmann::json> BenchSchema(const BenchFlags& f, Model& model, SpecSetup*
         plain_tps.push_back(tok_s(plain));
       } else if (which == 1) {
         G4_ASSIGN_OR_RETURN(GenerateResult out, constrained_run(nullptr));
-        if (constrained_tps.empty() || tok_s(out) > *std::max_element(constrained_tps.begin(), constrained_tps.end()))
-          constrained_out = out;
+        if (constrained_tps.empty() || tok_s(out) > best(constrained_tps)) constrained_out = out;
         constrained_tps.push_back(tok_s(out));
       } else if (spec) {
         G4_ASSIGN_OR_RETURN(GenerateResult out, constrained_run(spec->drafter.get()));
         // Round 0 ran constrained decode first: greedy output must be its, token for token.
         spec_identical = spec_identical && out.tokens == constrained_out.tokens;
-        if (spec_tps.empty() || tok_s(out) > *std::max_element(spec_tps.begin(), spec_tps.end()))
-          spec_out = out;
+        if (spec_tps.empty() || tok_s(out) > best(spec_tps)) spec_out = out;
         spec_tps.push_back(tok_s(out));
       }
     }
   }
-  auto best = [](const std::vector<double>& v) {
-    return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
-  };
   const double plain_best = best(plain_tps), constrained_best = best(constrained_tps);
 
   // The masks alone: the constrained output replayed through a cold constraint.
@@ -159,8 +157,9 @@ void PrintSchemaTable(const nlohmann::json& j) {
               j["constrained_tokens"].get<size_t>(), j["constrained_finish_reason"].get<std::string>().c_str());
   if (j.contains("speculative")) {
     const nlohmann::json& s = j["speculative"];
-    std::printf("    %-34s %10.2f tok/s (%.2fx constrained; %.0f%% of drafts kept, %.2f tokens per pass)%s\n",
-                ("constrained speculative (" + s["spec"].get<std::string>() + ")").c_str(),
+    const std::string label = "constrained speculative (" + s["spec"].get<std::string>() + ")";
+    std::printf("    %-34s %10.2f tok/s (%.2fx constrained; %.0f%% of drafts kept, %.2f per pass)%s\n",
+                label.c_str(),
                 s["decode_tok_s"].get<double>(), s["speedup_vs_constrained"].get<double>(),
                 100 * s["acceptance_rate"].get<double>(), s["tokens_per_target_pass"].get<double>(),
                 s["greedy_output_identical"].get<bool>() ? "" : "  OUTPUT DIFFERS");

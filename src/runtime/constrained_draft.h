@@ -20,9 +20,9 @@ std::vector<int> AllowedNextTokens(const std::vector<std::vector<int>>& prefixes
 
 // One sequence's verify-row masks, reused across steps.
 struct DraftMasks {
-  std::vector<uint64_t> rows;          // [drafts + 1][vocab / 64]
-  std::vector<const uint64_t*> ptrs;   // per verify row: its mask (null: none); empty: unconstrained
-  std::vector<uint64_t> forced;        // scratch: a forced prefix's next tokens as a mask
+  std::vector<uint64_t> rows;         // [drafts + 1][vocab / 64]
+  std::vector<const uint64_t*> ptrs;  // per verify row: its mask (null: none); empty: unconstrained
+  std::vector<uint64_t> forced;       // scratch: a forced prefix's next tokens as a mask
   // What VerifyDrafts takes as row_masks.
   const uint64_t* const* data() const { return ptrs.empty() ? nullptr : ptrs.data(); }
 };

@@ -10,42 +10,14 @@
 #include <thread>
 #include <tuple>
 
-#include "model/loader.h"
 #include "runtime/generate.h"
 #include "runtime/ngram_drafter.h"
-#include "testing/checkpoints.h"
+#include "testing/scripted_drafter.h"
+#include "testing/sequences.h"
+#include "testing/tiny_model.h"
 
 namespace g4 {
 namespace {
-
-struct Outcome {
-  std::vector<int> tokens;
-  SequenceResult result;
-};
-
-// Submits a sequence and returns a future of its tokens and result.
-struct Runner {
-  std::shared_ptr<std::promise<Outcome>> promise = std::make_shared<std::promise<Outcome>>();
-  std::shared_ptr<Outcome> outcome = std::make_shared<Outcome>();
-  std::future<Outcome> future = promise->get_future();
-
-  SequenceRequest Request(std::vector<int> prompt, int max_new) {
-    SequenceRequest r;
-    r.prompt = std::move(prompt);
-    r.max_new_tokens = max_new;
-    auto out = outcome;
-    auto p = promise;
-    r.on_token = [out](const TokenInfo& t) {
-      out->tokens.push_back(t.token);
-      return true;
-    };
-    r.on_done = [out, p](const SequenceResult& res) {
-      out->result = res;
-      p->set_value(*out);
-    };
-    return r;
-  }
-};
 
 std::vector<int> Prompt(int seed, int len, int vocab) {
   std::vector<int> p;
@@ -57,24 +29,7 @@ std::vector<int> Prompt(int seed, int len, int vocab) {
   return p;
 }
 
-class SchedulerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
-    ASSERT_FALSE(dir.empty());
-    ModelOptions mo;
-    mo.threads = 1;
-    auto m = LoadModel(dir, mo);
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    model_ = std::move(m).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-  static Model* model_;
-};
-Model* SchedulerTest::model_ = nullptr;
+class SchedulerTest : public TinyModelTest {};
 
 TEST_F(SchedulerTest, BatchedGreedyEqualsAloneTokenForToken) {
   ASSERT_NE(model_, nullptr);
@@ -103,13 +58,13 @@ TEST_F(SchedulerTest, BatchedGreedyEqualsAloneTokenForToken) {
   so.max_batch_rows = 20;
   so.prefix_reuse = false;
   Scheduler scheduler(*model_, so);
-  std::vector<Runner> runners(n);
+  std::vector<SequenceRunner> runners(n);
   for (int i = 0; i < n; ++i) {
     auto sub = scheduler.Submit(runners[i].Request(prompts[i], max_new));
     ASSERT_EQ(sub.admission, Admission::kAccepted) << sub.message;
   }
   for (int i = 0; i < n; ++i) {
-    Outcome o = runners[i].future.get();
+    SequenceOutcome o = runners[i].future.get();
     EXPECT_EQ(o.result.finish_reason, "length");
     EXPECT_EQ(o.tokens, alone[i]) << "sequence " << i << " differs when batched";
     EXPECT_EQ(o.result.completion_tokens, max_new);
@@ -123,7 +78,7 @@ TEST_F(SchedulerTest, BatchedGreedyEqualsAloneTokenForToken) {
   small.parallel = 3;
   small.prefix_reuse = true;
   Scheduler queued(*model_, small);
-  std::vector<Runner> again(n);
+  std::vector<SequenceRunner> again(n);
   for (int i = 0; i < n; ++i)
     ASSERT_EQ(queued.Submit(again[i].Request(prompts[i], max_new)).admission, Admission::kAccepted);
   for (int i = 0; i < n; ++i) EXPECT_EQ(again[i].future.get().tokens, alone[i]) << "sequence " << i;
@@ -147,7 +102,7 @@ TEST_F(SchedulerTest, ShortRequestKeepsDecodingWhileALongPromptPrefillsInChunks)
   std::atomic<int> short_tokens_at_long_first{-1};
   std::promise<void> short_started, long_submitted;
   std::shared_future<void> long_queued = long_submitted.get_future().share();
-  Runner shorter;
+  SequenceRunner shorter;
   SequenceRequest a = shorter.Request(Prompt(40, 4, vocab), 60);
   // The engine waits after the short sequence's first token until the long one is queued, so a
   // slow test thread cannot let the short sequence run ahead (the count below is exact).
@@ -162,7 +117,7 @@ TEST_F(SchedulerTest, ShortRequestKeepsDecodingWhileALongPromptPrefillsInChunks)
   ASSERT_EQ(scheduler.Submit(std::move(a)).admission, Admission::kAccepted);
   short_started.get_future().wait();
   const int before = short_tokens.load();
-  Runner longer;
+  SequenceRunner longer;
   SequenceRequest b = longer.Request(Prompt(41, long_len, vocab), 4);
   b.on_token = [&, out = longer.outcome](const TokenInfo& t) {
     if (out->tokens.empty()) short_tokens_at_long_first.store(short_tokens.load());
@@ -172,8 +127,8 @@ TEST_F(SchedulerTest, ShortRequestKeepsDecodingWhileALongPromptPrefillsInChunks)
   const Admission admitted = scheduler.Submit(std::move(b)).admission;
   long_submitted.set_value();
   ASSERT_EQ(admitted, Admission::kAccepted);
-  const Outcome long_out = longer.future.get();
-  const Outcome short_out = shorter.future.get();
+  const SequenceOutcome long_out = longer.future.get();
+  const SequenceOutcome short_out = shorter.future.get();
   // ceil(100 / 8) = 13 prefill steps, each with a decode row of the short sequence (one step of
   // slack: the long sequence is admitted before or after the step that emitted `before`).
   const int during = short_tokens_at_long_first.load() - before;
@@ -202,17 +157,17 @@ TEST_F(SchedulerTest, PrefixReuseGivesTheSameTokens) {
   so.prefill_chunk = 16;
   Scheduler scheduler(*model_, so);
   std::vector<int> first = Prompt(100, 20, vocab);
-  Runner a;
+  SequenceRunner a;
   ASSERT_EQ(scheduler.Submit(a.Request(first, 6)).admission, Admission::kAccepted);
-  Outcome oa = a.future.get();
+  SequenceOutcome oa = a.future.get();
   // The next turn extends the first prompt and its answer.
   std::vector<int> second = first;
   second.insert(second.end(), oa.tokens.begin(), oa.tokens.end());
   std::vector<int> more = Prompt(101, 5, vocab);
   second.insert(second.end(), more.begin(), more.end());
-  Runner b;
+  SequenceRunner b;
   ASSERT_EQ(scheduler.Submit(b.Request(second, 6)).admission, Admission::kAccepted);
-  Outcome ob = b.future.get();
+  SequenceOutcome ob = b.future.get();
   EXPECT_GE(ob.result.cached_tokens, 20);
 
   KvCache cache(model_->plan(), 128, 64);
@@ -230,7 +185,7 @@ TEST_F(SchedulerTest, CancelFreesTheSlotAtOnce) {
   so.context = 512;
   so.max_queue = 4;
   Scheduler scheduler(*model_, so);
-  Runner a, b;
+  SequenceRunner a, b;
   // The engine thread stops inside the 10th token's callback until the test has cancelled, so
   // the result does not depend on how fast the machine generates.
   constexpr int kCancelAt = 10;
@@ -254,11 +209,11 @@ TEST_F(SchedulerTest, CancelFreesTheSlotAtOnce) {
   reached->get_future().wait();
   sub_a.handle->Cancel();
   resume->set_value();
-  Outcome oa = a.future.get();
+  SequenceOutcome oa = a.future.get();
   EXPECT_EQ(oa.result.finish_reason, "cancelled");
   // Cancel takes effect at the next engine step: at most one more token.
   EXPECT_LE(oa.result.completion_tokens, kCancelAt + 1);
-  Outcome ob = b.future.get();
+  SequenceOutcome ob = b.future.get();
   EXPECT_EQ(ob.result.finish_reason, "length");
   EXPECT_EQ(ob.tokens.size(), 3u);
   EXPECT_TRUE(scheduler.WaitIdle(std::chrono::steady_clock::now() + std::chrono::seconds(5)));
@@ -272,7 +227,7 @@ TEST_F(SchedulerTest, FullQueueRejectsAndTimeoutsEndClearly) {
   so.context = 4096;
   so.max_queue = 1;
   Scheduler scheduler(*model_, so);
-  Runner a, b, c;
+  SequenceRunner a, b, c;
   auto long_req = a.Request(Prompt(3, 4, 512), 4000);
   long_req.timeout_seconds = 0.3;
   // The first token's callback outlasts the deadline, so A times out however fast the engine is.
@@ -292,7 +247,7 @@ TEST_F(SchedulerTest, FullQueueRejectsAndTimeoutsEndClearly) {
   auto sub_c = scheduler.Submit(c.Request(Prompt(5, 4, 512), 2));
   EXPECT_EQ(sub_c.admission, Admission::kQueueFull);
   EXPECT_FALSE(sub_c.message.empty());
-  Outcome oa = a.future.get();
+  SequenceOutcome oa = a.future.get();
   EXPECT_EQ(oa.result.finish_reason, "timeout");
   EXPECT_EQ(b.future.get().result.finish_reason, "length");
 }
@@ -303,22 +258,22 @@ TEST_F(SchedulerTest, RejectsPromptsThatDoNotFitAndStopsOnRequest) {
   so.parallel = 2;
   so.context = 16;
   Scheduler scheduler(*model_, so);
-  Runner a;
+  SequenceRunner a;
   auto sub = scheduler.Submit(a.Request(Prompt(6, 16, 512), 4));
   EXPECT_EQ(sub.admission, Admission::kInvalid);
   EXPECT_NE(sub.message.find("16 tokens"), std::string::npos) << sub.message;
-  Runner bad;
+  SequenceRunner bad;
   EXPECT_EQ(scheduler.Submit(bad.Request({1, 999999}, 4)).admission, Admission::kInvalid);
 
   // max_new_tokens is capped to the room left: 16 - 10 = 6 tokens, then "length".
-  Runner b;
+  SequenceRunner b;
   ASSERT_EQ(scheduler.Submit(b.Request(Prompt(7, 10, 512), 1000)).admission, Admission::kAccepted);
-  Outcome ob = b.future.get();
+  SequenceOutcome ob = b.future.get();
   EXPECT_EQ(ob.result.finish_reason, "length");
   EXPECT_EQ(ob.result.completion_tokens, 6);
 
   // The callback ends a sequence (a stop string matched): finish_reason "stop".
-  Runner c;
+  SequenceRunner c;
   auto req = c.Request(Prompt(8, 4, 512), 10);
   auto inner = req.on_token;
   int seen = 0;
@@ -327,12 +282,12 @@ TEST_F(SchedulerTest, RejectsPromptsThatDoNotFitAndStopsOnRequest) {
     return ++seen < 2;
   };
   ASSERT_EQ(scheduler.Submit(std::move(req)).admission, Admission::kAccepted);
-  Outcome oc = c.future.get();
+  SequenceOutcome oc = c.future.get();
   EXPECT_EQ(oc.result.finish_reason, "stop");
   EXPECT_EQ(oc.tokens.size(), 2u);
 
   // Logprobs: the sampled token's and k alternatives, best first.
-  Runner d;
+  SequenceRunner d;
   auto lp_req = d.Request(Prompt(9, 4, 512), 2);
   std::vector<TokenInfo> infos;
   auto lp_inner = lp_req.on_token;
@@ -350,7 +305,7 @@ TEST_F(SchedulerTest, RejectsPromptsThatDoNotFitAndStopsOnRequest) {
   EXPECT_GE(infos[0].top[0].second, infos[0].top[1].second);
 
   scheduler.StopAccepting();
-  Runner e;
+  SequenceRunner e;
   EXPECT_EQ(scheduler.Submit(e.Request(Prompt(10, 4, 512), 2)).admission, Admission::kStopped);
 }
 
@@ -379,17 +334,17 @@ TEST_F(SchedulerTest, ForcedPrefixThenFreeContinuation) {
   const std::vector<int> forced = {17, 300, 42};
   const int max_new = 8;
 
-  Runner a;
+  SequenceRunner a;
   SequenceRequest req = a.Request(prompt, max_new);
   req.forced_prefixes = {forced};
   ASSERT_EQ(scheduler.Submit(std::move(req)).admission, Admission::kAccepted);
-  Outcome oa = a.future.get();
+  SequenceOutcome oa = a.future.get();
   ASSERT_EQ(oa.tokens.size(), static_cast<size_t>(max_new));
   EXPECT_EQ(std::vector<int>(oa.tokens.begin(), oa.tokens.begin() + 3), forced);
 
   std::vector<int> extended = prompt;
   extended.insert(extended.end(), forced.begin(), forced.end());
-  Runner b;
+  SequenceRunner b;
   ASSERT_EQ(scheduler.Submit(b.Request(extended, max_new - 3)).admission, Admission::kAccepted);
   EXPECT_EQ(std::vector<int>(oa.tokens.begin() + 3, oa.tokens.end()), b.future.get().tokens);
 
@@ -398,7 +353,7 @@ TEST_F(SchedulerTest, ForcedPrefixThenFreeContinuation) {
   const std::vector<int> alt_a = {17, 300, 42}, alt_b = {17, 301};
   std::vector<int> after_shared = prompt;
   after_shared.push_back(17);
-  Runner c;
+  SequenceRunner c;
   SequenceRequest probe = c.Request(after_shared, 1);
   std::vector<TokenInfo> infos;
   auto inner = probe.on_token;
@@ -417,17 +372,17 @@ TEST_F(SchedulerTest, ForcedPrefixThenFreeContinuation) {
   }
   ASSERT_NE(lp300, lp301);
   const std::vector<int>& expected = lp300 > lp301 ? alt_a : alt_b;
-  Runner d;
+  SequenceRunner d;
   SequenceRequest both = d.Request(prompt, 5);
   both.forced_prefixes = {alt_a, alt_b};
   ASSERT_EQ(scheduler.Submit(std::move(both)).admission, Admission::kAccepted);
-  Outcome od = d.future.get();
+  SequenceOutcome od = d.future.get();
   ASSERT_GE(od.tokens.size(), expected.size());
   EXPECT_EQ(std::vector<int>(od.tokens.begin(), od.tokens.begin() + expected.size()), expected);
 
   // Sampling (temperature 1, no top-k): every run still starts with one of the alternatives.
   for (uint64_t seed = 0; seed < 12; ++seed) {
-    Runner e;
+    SequenceRunner e;
     SequenceRequest sampled = e.Request(prompt, 4);
     sampled.forced_prefixes = {alt_a, alt_b};
     sampled.sampling.temperature = 1.0f;
@@ -443,43 +398,11 @@ TEST_F(SchedulerTest, ForcedPrefixThenFreeContinuation) {
   }
 
   // Out-of-vocabulary forced tokens are refused at the door.
-  Runner f;
+  SequenceRunner f;
   SequenceRequest bad = f.Request(prompt, 4);
   bad.forced_prefixes = {{1, vocab}};
   EXPECT_EQ(scheduler.Submit(std::move(bad)).admission, Admission::kInvalid);
 }
-
-// Proposes the plain greedy continuation of whichever prompt the context starts with, with the
-// last token of every other proposal changed: drafts are partly accepted, partly rejected, so
-// verification, rollback and emission are all exercised whatever the random weights say.
-class ScriptedDrafter : public Drafter {
- public:
-  ScriptedDrafter(const std::vector<std::vector<int>>* prompts, const std::vector<std::vector<int>>* plain, int vocab)
-      : prompts_(prompts), plain_(plain), vocab_(vocab) {}
-  const char* name() const override { return "scripted"; }
-  Status Propose(const DraftRequest& request, Draft* draft) override {
-    draft->Clear();
-    const std::vector<int>& ctx = *request.context;
-    for (size_t s = 0; s < prompts_->size(); ++s) {
-      const std::vector<int>& p = (*prompts_)[s];
-      if (ctx.size() < p.size() || !std::equal(p.begin(), p.end(), ctx.begin())) continue;
-      const size_t k = ctx.size() - p.size();  // tokens generated so far
-      const std::vector<int>& out = (*plain_)[s];
-      for (size_t i = k; i < out.size() && static_cast<int>(draft->tokens.size()) < request.max_tokens; ++i)
-        draft->tokens.push_back(out[i]);
-      if (++calls_ % 2 == 0 && !draft->tokens.empty())
-        draft->tokens.back() = (draft->tokens.back() + 1) % vocab_;
-      break;
-    }
-    return OkStatus();
-  }
-
- private:
-  const std::vector<std::vector<int>>* prompts_;
-  const std::vector<std::vector<int>>* plain_;
-  int vocab_;
-  int calls_ = 0;
-};
 
 TEST_F(SchedulerTest, SpeculatingAndPlainSlotsGiveThePlainTokens) {
   ASSERT_NE(model_, nullptr);
@@ -510,17 +433,21 @@ TEST_F(SchedulerTest, SpeculatingAndPlainSlotsGiveThePlainTokens) {
   so.prefill_chunk = 8;
   so.draft_max = 4;
   so.make_drafter = [&](int slot) -> std::unique_ptr<Drafter> {
-    if (slot % 3 == 0) return std::make_unique<ScriptedDrafter>(&prompts, &plain, vocab);
+    // Every other proposal's last token is wrong.
+    if (slot % 3 == 0)
+      return std::make_unique<ScriptedDrafter>(&prompts, &plain, [vocab](int call, std::vector<int>& d) {
+        if (call % 2 == 0 && !d.empty()) d.back() = (d.back() + 1) % vocab;
+      });
     if (slot % 3 == 1) return std::make_unique<NgramDrafter>(1, 3);
     return nullptr;
   };
   Scheduler scheduler(*model_, so);
   for (int round = 0; round < 2; ++round) {  // the second reuses the rolled-back caches' prefixes
-    std::vector<Runner> runners(n);
+    std::vector<SequenceRunner> runners(n);
     for (int i = 0; i < n; ++i)
       ASSERT_EQ(scheduler.Submit(runners[i].Request(prompts[i], max_new)).admission, Admission::kAccepted);
     for (int i = 0; i < n; ++i) {
-      Outcome o = runners[i].future.get();
+      SequenceOutcome o = runners[i].future.get();
       EXPECT_EQ(o.result.finish_reason, "length");
       EXPECT_EQ(o.tokens, plain[i]) << "round " << round << ", sequence " << i;
       EXPECT_EQ(o.result.completion_tokens, max_new);
@@ -533,7 +460,7 @@ TEST_F(SchedulerTest, SpeculatingAndPlainSlotsGiveThePlainTokens) {
   EXPECT_GT(s.spec_tokens, s.spec_target_passes);
 
   // A callback that stops mid-pass (a stop string) ends the sequence exactly there.
-  Runner stopper;
+  SequenceRunner stopper;
   SequenceRequest r = stopper.Request(prompts[0], max_new);
   auto out = stopper.outcome;
   r.on_token = [out](const TokenInfo& t) {
@@ -541,7 +468,7 @@ TEST_F(SchedulerTest, SpeculatingAndPlainSlotsGiveThePlainTokens) {
     return out->tokens.size() < 7;
   };
   ASSERT_EQ(scheduler.Submit(std::move(r)).admission, Admission::kAccepted);
-  Outcome o = stopper.future.get();
+  SequenceOutcome o = stopper.future.get();
   EXPECT_EQ(o.result.finish_reason, "stop");
   EXPECT_EQ(o.tokens, std::vector<int>(plain[0].begin(), plain[0].begin() + 7));
   EXPECT_EQ(o.result.completion_tokens, 7);

@@ -23,7 +23,8 @@ struct SequenceOutcome {
 // and fulfil `future` with it when the sequence ends. Replace on_token to watch tokens yourself,
 // pushing to outcome->tokens (or calling the installed one) as it does.
 struct SequenceRunner {
-  std::shared_ptr<std::promise<SequenceOutcome>> promise = std::make_shared<std::promise<SequenceOutcome>>();
+  std::shared_ptr<std::promise<SequenceOutcome>> promise =
+      std::make_shared<std::promise<SequenceOutcome>>();
   std::shared_ptr<SequenceOutcome> outcome = std::make_shared<SequenceOutcome>();
   std::future<SequenceOutcome> future = promise->get_future();
 
