@@ -7,6 +7,7 @@
 
 #include "base/half.h"
 #include "io/safetensors.h"
+#include "kernels/gather_dot.h"
 #include "kernels/ops.h"
 
 namespace g4 {
@@ -124,12 +125,14 @@ Status Assistant::Bind(const std::string& dir) {
   attn_.resize(max_q);
   gate_.resize(p.mlp_width);
   up_.resize(p.mlp_width);
-  row_.resize(std::max(Ha, Hb));
   next_h_.resize(Hb);
   chain_h_.resize(Hb);
   step_logits_.resize(p.vocab);
   scores_.resize(p.config.num_centroids);
-  candidates_.resize(p.centroid_head() ? static_cast<size_t>(p.config.centroid_top_k) * p.cluster_size() : 0);
+  const size_t n_candidates =
+      p.centroid_head() ? static_cast<size_t>(p.config.centroid_top_k) * p.cluster_size() : 0;
+  candidates_.resize(n_candidates);
+  candidate_ids_.resize(n_candidates);
   cos_.resize(max_hd / 2);
   sin_.resize(max_hd / 2);
   attention_.Reserve(target_.pool().size(), max_heads, max_hd, 0);
@@ -138,6 +141,13 @@ Status Assistant::Bind(const std::string& dir) {
 
 Status Assistant::Step(const KvCache& cache, int token, int64_t pos, const float* h,
                        float* logits, float* h_next) {
+  G4_RETURN_IF_ERROR(Trunk(cache, token, pos, h, h_next));
+  LmHead(z_.data(), logits);
+  return OkStatus();
+}
+
+Status Assistant::Trunk(const KvCache& cache, int token, int64_t pos, const float* h,
+                        float* h_next) {
   const AssistantPlan& p = plan_;
   const int Ha = p.hidden, Hb = p.backbone_hidden;
   const float eps = static_cast<float>(p.rms_norm_eps);
@@ -198,21 +208,15 @@ Status Assistant::Step(const KvCache& cache, int token, int64_t pos, const float
   }
   RmsNorm(x_.data(), final_norm_.data(), Ha, eps, z_.data());
   MatMul(post_projection_, z_.data(), 1, h_next, pool);
-  LmHead(z_.data(), logits);
   return OkStatus();
 }
 
-// §10.3 step 4: the tied head over the assistant's own table, densely or through the top clusters.
-void Assistant::LmHead(const float* z, float* logits) {
+// §10.3 step 4, centroid head: the top_k clusters by centroid score (ties: lower index) and
+// their ids' scores, E[id] z, straight from the table.
+void Assistant::ScoreCandidates(const float* z) {
   const AssistantPlan& p = plan_;
-  ThreadPool& pool = target_.pool();
-  if (!p.centroid_head() || dense_head_) {
-    MatMul(embed_, z, 1, logits, pool);
-    return;
-  }
-  const int Ha = p.hidden, nc = p.config.num_centroids, k = p.config.centroid_top_k;
-  const int cs = p.cluster_size();
-  MatMul(centroids_, z, 1, scores_.data(), pool);
+  const int nc = p.config.num_centroids, k = p.config.centroid_top_k, cs = p.cluster_size();
+  MatMul(centroids_, z, 1, scores_.data(), target_.pool());
   ranked_.resize(nc);
   for (int c = 0; c < nc; ++c) ranked_[c] = {scores_[c], c};
   // Largest scores first; equal scores by lower index (torch.topk's order is unspecified there).
@@ -220,31 +224,59 @@ void Assistant::LmHead(const float* z, float* logits) {
                     [](const auto& a, const auto& b) {
                       return a.first > b.first || (a.first == b.first && a.second < b.second);
                     });
-  float lowest = std::numeric_limits<float>::infinity();
-  for (int r = 0; r < k; ++r) {
-    const int32_t* ids = ordering_.data() + static_cast<size_t>(ranked_[r].second) * cs;
-    for (int j = 0; j < cs; ++j) {
-      DequantizeRow(embed_, ids[j], row_.data());
-      float s = 0;
-      for (int i = 0; i < Ha; ++i) s += row_[i] * z[i];
-      candidates_[static_cast<size_t>(r) * cs + j] = s;
-      lowest = std::min(lowest, s);
+  for (int r = 0; r < k; ++r)
+    std::copy_n(ordering_.data() + static_cast<size_t>(ranked_[r].second) * cs, cs,
+                candidate_ids_.begin() + static_cast<size_t>(r) * cs);
+  GatherDot(embed_, candidate_ids_.data(), k * cs, z, candidates_.data());
+}
+
+// The candidate ArgMax over the dense logits would pick: the highest score, then the lowest id
+// (every other id sits at min(candidates) - 1, below the best). As ArgMax: NaN never wins, and
+// 0 when nothing is above -inf.
+int Assistant::BestCandidate() const {
+  int best = 0;
+  float best_score = -std::numeric_limits<float>::infinity();
+  for (size_t j = 0; j < candidate_ids_.size(); ++j) {
+    const float s = candidates_[j];
+    const int id = candidate_ids_[j];
+    if (s > best_score || (s == best_score && id < best)) {
+      best_score = s;
+      best = id;
     }
   }
-  std::fill(logits, logits + p.vocab, lowest - 1);
-  for (int r = 0; r < k; ++r) {
-    const int32_t* ids = ordering_.data() + static_cast<size_t>(ranked_[r].second) * cs;
-    for (int j = 0; j < cs; ++j) logits[ids[j]] = candidates_[static_cast<size_t>(r) * cs + j];
+  return best;
+}
+
+// §10.3 step 4: the tied head over the assistant's own table, densely or through the top clusters.
+void Assistant::LmHead(const float* z, float* logits) {
+  const AssistantPlan& p = plan_;
+  if (!p.centroid_head() || dense_head_) {
+    MatMul(embed_, z, 1, logits, target_.pool());
+    return;
   }
+  ScoreCandidates(z);
+  float lowest = std::numeric_limits<float>::infinity();
+  for (float s : candidates_) lowest = std::min(lowest, s);
+  std::fill(logits, logits + p.vocab, lowest - 1);
+  for (size_t j = 0; j < candidate_ids_.size(); ++j) logits[candidate_ids_[j]] = candidates_[j];
 }
 
 Status Assistant::Draft(const KvCache& cache, int token, int64_t pos, const float* h, int n,
                         std::vector<int>* tokens) {
   tokens->clear();
   std::copy_n(h, plan_.backbone_hidden, chain_h_.begin());
+  // Greedy through the centroid head needs only the candidates' scores; the dense head (and the
+  // test hook) goes through the logits.
+  const bool candidates_only = plan_.centroid_head() && !dense_head_;
   for (int i = 0; i < n; ++i) {
-    G4_RETURN_IF_ERROR(Step(cache, token, pos, chain_h_.data(), step_logits_.data(), next_h_.data()));
-    token = static_cast<int>(ArgMax(step_logits_.data(), plan_.vocab));
+    G4_RETURN_IF_ERROR(Trunk(cache, token, pos, chain_h_.data(), next_h_.data()));
+    if (candidates_only) {
+      ScoreCandidates(z_.data());
+      token = BestCandidate();
+    } else {
+      LmHead(z_.data(), step_logits_.data());
+      token = static_cast<int>(ArgMax(step_logits_.data(), plan_.vocab));
+    }
     tokens->push_back(token);
     chain_h_.swap(next_h_);
   }

@@ -34,7 +34,9 @@ class Assistant {
               float* h_next);
 
   // Chained greedy drafting of n tokens from (token, pos, h): each step feeds back its argmax
-  // and its h_next, at the same position (spec: the assistant cannot extend the cache).
+  // and its h_next, at the same position (spec: the assistant cannot extend the cache). With the
+  // centroid head the argmax is taken over the candidates' scores alone (the token the dense
+  // logits' ArgMax picks), so no vocabulary-wide array is written or read.
   Status Draft(const KvCache& cache, int token, int64_t pos, const float* h, int n,
                std::vector<int>* tokens);
 
@@ -50,7 +52,12 @@ class Assistant {
   };
   Assistant(Model& target, AssistantPlan plan) : target_(target), plan_(std::move(plan)) {}
   Status Bind(const std::string& dir);
+  // Step without the head: leaves z (the final-normed state) in z_ and writes h_next.
+  Status Trunk(const KvCache& cache, int token, int64_t pos, const float* h, float* h_next);
   void LmHead(const float* z, float* logits);
+  // Centroid head: the top clusters' ids into candidate_ids_, their scores into candidates_.
+  void ScoreCandidates(const float* z);
+  int BestCandidate() const;
 
   Model& target_;
   AssistantPlan plan_;
@@ -62,8 +69,9 @@ class Assistant {
   std::vector<Layer> layers_;
   std::vector<std::vector<double>> inv_freq_;  // per layer
   // Scratch, sized once.
-  std::vector<float> in_, x_, a_, q_, attn_, o_, gate_, up_, z_, row_, scores_, next_h_;
+  std::vector<float> in_, x_, a_, q_, attn_, o_, gate_, up_, z_, scores_, next_h_;
   std::vector<float> step_logits_, candidates_, cos_, sin_, chain_h_;
+  std::vector<int32_t> candidate_ids_;  // the top clusters' ids, in rank order
   int64_t reserved_context_ = 0;
   std::vector<std::pair<float, int>> ranked_;
   AttentionScratch attention_;
