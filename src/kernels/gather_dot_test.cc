@@ -42,7 +42,8 @@ TEST(GatherDot, MatchesAScalarDoubleLoopOverTheGatheredRows) {
         for (int j = 0; j < n; ++j) {
           double want = 0, magnitude = 0;
           for (int c = 0; c < cols; ++c) {
-            const double p = static_cast<double>(f32[static_cast<size_t>(ids[j]) * cols + c]) * x[c];
+            const double p =
+                static_cast<double>(f32[static_cast<size_t>(ids[j]) * cols + c]) * x[c];
             want += p;
             magnitude += std::fabs(p);
           }

@@ -40,7 +40,8 @@ class Assistant {
   Status Draft(const KvCache& cache, int token, int64_t pos, const float* h, int n,
                std::vector<int>* tokens);
 
-  // For tests: a dense head over all ids even when the checkpoint has the centroid head.
+  // For tests: a dense head over all ids even when the checkpoint has the centroid head (ids
+  // that token_ordering never lists, which no cluster can propose, get -inf).
   void set_dense_head(bool dense) { dense_head_ = dense; }
 
  private:
@@ -52,6 +53,7 @@ class Assistant {
   };
   Assistant(Model& target, AssistantPlan plan) : target_(target), plan_(std::move(plan)) {}
   Status Bind(const std::string& dir);
+  void ClusterTable();
   // Step without the head: leaves z (the final-normed state) in z_ and writes h_next.
   Status Trunk(const KvCache& cache, int token, int64_t pos, const float* h, float* h_next);
   void LmHead(const float* z, float* logits);
@@ -63,6 +65,8 @@ class Assistant {
   AssistantPlan plan_;
   bool dense_head_ = false;
   std::vector<std::vector<uint8_t>> buffers_;  // owned weight bytes
+  // embed_: the tied head's table; with the centroid head in cluster order (row i is id
+  // ordering_[i]).
   WeightMatrix embed_, pre_projection_, post_projection_, centroids_;
   std::vector<float> final_norm_;
   std::vector<int32_t> ordering_;  // [vocab]: cluster k's ids at [k * cluster_size, ...)
@@ -71,7 +75,9 @@ class Assistant {
   // Scratch, sized once.
   std::vector<float> in_, x_, a_, q_, attn_, o_, gate_, up_, z_, scores_, next_h_;
   std::vector<float> step_logits_, candidates_, cos_, sin_, chain_h_;
-  std::vector<int32_t> candidate_ids_;  // the top clusters' ids, in rank order
+  // The top clusters' ids in rank order, and their rows in the clustered table.
+  std::vector<int32_t> candidate_ids_, candidate_rows_;
+  std::vector<float> dense_rows_;  // the dense test hook's scores in table order
   int64_t reserved_context_ = 0;
   std::vector<std::pair<float, int>> ranked_;
   AttentionScratch attention_;
