@@ -139,7 +139,19 @@ Status Assistant::Bind(const std::string& dir) {
   candidate_rows_.resize(n_candidates);
   cos_.resize(max_hd / 2);
   sin_.resize(max_hd / 2);
-  attention_.Reserve(target_.pool().size(), max_heads, max_hd, 0);
+  // The weights one step reads (the dense head's table aside): a small assistant's step runs on
+  // the calling thread. The default assistant's 2.7 MiB step, 2 threads on the loaded VM: 2.8 ms
+  // through the target's pool (~25 hand-offs, each waiting for a worker that shares its core
+  // with other processes), 0.5 ms on one thread (docs/performance.md).
+  size_t step_bytes = 0;
+  for (const WeightMatrix* m : {&pre_projection_, &post_projection_, &centroids_})
+    step_bytes += WeightBytes(m->type, m->rows, m->cols);
+  for (const Layer& l : layers_)
+    for (const WeightMatrix* m : {&l.q_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj})
+      step_bytes += WeightBytes(m->type, m->rows, m->cols);
+  step_bytes += WeightBytes(embed_.type, static_cast<int>(n_candidates), embed_.cols);
+  step_pool_ = step_bytes <= kSerialStepBytes ? &serial_ : &target_.pool();
+  attention_.Reserve(step_pool_->size(), max_heads, max_hd, 0);
   return OkStatus();
 }
 
@@ -177,7 +189,7 @@ Status Assistant::Trunk(const KvCache& cache, int token, int64_t pos, const floa
   const AssistantPlan& p = plan_;
   const int Ha = p.hidden, Hb = p.backbone_hidden;
   const float eps = static_cast<float>(p.rms_norm_eps);
-  ThreadPool& pool = target_.pool();
+  ThreadPool& pool = *step_pool_;
   if (token < 0 || token >= p.vocab)
     return Status::Errorf("assistant: token id ", token, " is outside the vocabulary");
   if (pos < 1 || cache.n_past() < pos)
@@ -242,7 +254,7 @@ Status Assistant::Trunk(const KvCache& cache, int token, int64_t pos, const floa
 void Assistant::ScoreCandidates(const float* z) {
   const AssistantPlan& p = plan_;
   const int nc = p.config.num_centroids, k = p.config.centroid_top_k, cs = p.cluster_size();
-  MatMul(centroids_, z, 1, scores_.data(), target_.pool());
+  MatMul(centroids_, z, 1, scores_.data(), *step_pool_);
   ranked_.resize(nc);
   for (int c = 0; c < nc; ++c) ranked_[c] = {scores_[c], c};
   // Largest scores first; equal scores by lower index (torch.topk's order is unspecified there).

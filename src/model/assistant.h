@@ -79,6 +79,11 @@ class Assistant {
   std::vector<int32_t> candidate_ids_, candidate_rows_;
   std::vector<float> dense_rows_;  // the dense test hook's scores in table order
   int64_t reserved_context_ = 0;
+  // The step's products and attention run on step_pool_: serial_ (the calling thread) when the
+  // step reads at most kSerialStepBytes of weights, else the target's pool.
+  static constexpr size_t kSerialStepBytes = size_t{4} << 20;
+  ThreadPool serial_{1};
+  ThreadPool* step_pool_ = nullptr;
   std::vector<std::pair<float, int>> ranked_;
   AttentionScratch attention_;
 };
