@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -132,10 +133,11 @@ Status Assistant::Bind(const std::string& dir) {
   chain_h_.resize(Hb);
   step_logits_.resize(p.vocab);
   scores_.resize(p.config.num_centroids);
+  kth_.resize(p.config.num_centroids);
+  top_.resize(p.centroid_head() ? p.config.centroid_top_k : 0);
   const size_t n_candidates =
       p.centroid_head() ? static_cast<size_t>(p.config.centroid_top_k) * p.cluster_size() : 0;
   candidates_.resize(n_candidates);
-  candidate_ids_.resize(n_candidates);
   candidate_rows_.resize(n_candidates);
   cos_.resize(max_hd / 2);
   sin_.resize(max_hd / 2);
@@ -255,20 +257,20 @@ void Assistant::ScoreCandidates(const float* z) {
   const AssistantPlan& p = plan_;
   const int nc = p.config.num_centroids, k = p.config.centroid_top_k, cs = p.cluster_size();
   MatMul(centroids_, z, 1, scores_.data(), *step_pool_);
-  ranked_.resize(nc);
-  for (int c = 0; c < nc; ++c) ranked_[c] = {scores_[c], c};
-  // Largest scores first; equal scores by lower index (torch.topk's order is unspecified there).
-  std::partial_sort(ranked_.begin(), ranked_.begin() + k, ranked_.end(),
-                    [](const auto& a, const auto& b) {
-                      return a.first > b.first || (a.first == b.first && a.second < b.second);
-                    });
-  for (int r = 0; r < k; ++r) {
-    const size_t first = static_cast<size_t>(ranked_[r].second) * cs;
-    const size_t at = static_cast<size_t>(r) * cs;
-    std::copy_n(ordering_.data() + first, cs, candidate_ids_.begin() + at);
-    std::iota(candidate_rows_.begin() + at, candidate_rows_.begin() + at + cs,
-              static_cast<int32_t>(first));
-  }
+  // The k-th largest score, then every cluster above it and, lowest index first, as many of
+  // those equal to it as fit: the set a sort by (score desc, index asc) would take first, with
+  // no sort (their order does not matter: each candidate carries its own row and id).
+  std::copy(scores_.begin(), scores_.end(), kth_.begin());
+  std::nth_element(kth_.begin(), kth_.begin() + (k - 1), kth_.end(), std::greater<float>());
+  const float kth = kth_[k - 1];
+  int taken = 0;
+  for (int c = 0; c < nc; ++c)
+    if (scores_[c] > kth) top_[taken++] = c;
+  for (int c = 0; c < nc && taken < k; ++c)
+    if (scores_[c] == kth) top_[taken++] = c;
+  for (int r = 0; r < k; ++r)
+    std::iota(candidate_rows_.begin() + static_cast<size_t>(r) * cs,
+              candidate_rows_.begin() + static_cast<size_t>(r + 1) * cs, top_[r] * cs);
   GatherDot(embed_, candidate_rows_.data(), k * cs, z, candidates_.data());
 }
 
@@ -276,17 +278,14 @@ void Assistant::ScoreCandidates(const float* z) {
 // (every other id sits at min(candidates) - 1, below the best). As ArgMax: NaN never wins, and
 // 0 when nothing is above -inf.
 int Assistant::BestCandidate() const {
-  int best = 0;
-  float best_score = -std::numeric_limits<float>::infinity();
-  for (size_t j = 0; j < candidate_ids_.size(); ++j) {
-    const float s = candidates_[j];
-    const int id = candidate_ids_[j];
-    if (s > best_score || (s == best_score && id < best)) {
-      best_score = s;
-      best = id;
-    }
-  }
-  return best;
+  const int64_t n = static_cast<int64_t>(candidates_.size());
+  const int64_t first = ArgMax(candidates_.data(), n);
+  const float best = candidates_[first];
+  if (!(best > -std::numeric_limits<float>::infinity())) return 0;
+  int id = ordering_[candidate_rows_[first]];
+  for (int64_t j = first + 1; j < n; ++j)
+    if (candidates_[j] == best) id = std::min(id, ordering_[candidate_rows_[j]]);
+  return id;
 }
 
 // §10.3 step 4: the tied head over the assistant's own table, densely or through the top clusters.
@@ -307,7 +306,8 @@ void Assistant::LmHead(const float* z, float* logits) {
   float lowest = std::numeric_limits<float>::infinity();
   for (float s : candidates_) lowest = std::min(lowest, s);
   std::fill(logits, logits + p.vocab, lowest - 1);
-  for (size_t j = 0; j < candidate_ids_.size(); ++j) logits[candidate_ids_[j]] = candidates_[j];
+  for (size_t j = 0; j < candidate_rows_.size(); ++j)
+    logits[ordering_[candidate_rows_[j]]] = candidates_[j];
 }
 
 Status Assistant::Draft(const KvCache& cache, int token, int64_t pos, const float* h, int n,

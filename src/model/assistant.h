@@ -57,7 +57,8 @@ class Assistant {
   // Step without the head: leaves z (the final-normed state) in z_ and writes h_next.
   Status Trunk(const KvCache& cache, int token, int64_t pos, const float* h, float* h_next);
   void LmHead(const float* z, float* logits);
-  // Centroid head: the top clusters' ids into candidate_ids_, their scores into candidates_.
+  // Centroid head: the top clusters' rows of the clustered table into candidate_rows_ (row r
+  // is id ordering_[r]), their scores into candidates_.
   void ScoreCandidates(const float* z);
   int BestCandidate() const;
 
@@ -75,8 +76,9 @@ class Assistant {
   // Scratch, sized once.
   std::vector<float> in_, x_, a_, q_, attn_, o_, gate_, up_, z_, scores_, next_h_;
   std::vector<float> step_logits_, candidates_, cos_, sin_, chain_h_;
-  // The top clusters' ids in rank order, and their rows in the clustered table.
-  std::vector<int32_t> candidate_ids_, candidate_rows_;
+  std::vector<float> kth_;   // the centroid scores, partitioned around the k-th largest
+  std::vector<int> top_;     // the top clusters, by index
+  std::vector<int32_t> candidate_rows_;
   std::vector<float> dense_rows_;  // the dense test hook's scores in table order
   int64_t reserved_context_ = 0;
   // The step's products and attention run on step_pool_: serial_ (the calling thread) when the
@@ -84,7 +86,6 @@ class Assistant {
   static constexpr size_t kSerialStepBytes = size_t{4} << 20;
   ThreadPool serial_{1};
   ThreadPool* step_pool_ = nullptr;
-  std::vector<std::pair<float, int>> ranked_;
   AttentionScratch attention_;
 };
 
