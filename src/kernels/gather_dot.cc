@@ -8,8 +8,8 @@
 namespace g4 {
 namespace {
 
-// Rows fetched ahead of the one being scored. The ids are scattered over the table, so the
-// hardware prefetchers cannot follow them; 8 rows of 256 bytes keep ~32 cache lines in flight.
+// Rows fetched ahead of the one being scored: ids scattered over the table are out of the
+// hardware prefetchers' reach; 8 rows of 256 bytes keep ~32 cache lines in flight.
 constexpr int kPrefetchRows = 8;
 
 template <typename T, typename Dot>

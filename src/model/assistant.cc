@@ -142,9 +142,9 @@ Status Assistant::Bind(const std::string& dir) {
   cos_.resize(max_hd / 2);
   sin_.resize(max_hd / 2);
   // The weights one step reads (the dense head's table aside): a small assistant's step runs on
-  // the calling thread. The default assistant's 2.7 MiB step, 2 threads on the loaded VM: 2.8 ms
+  // the calling thread. The default assistant's 2.7 MiB step, 2 threads on the loaded VM: 2.2 ms
   // through the target's pool (~25 hand-offs, each waiting for a worker that shares its core
-  // with other processes), 0.5 ms on one thread (docs/performance.md).
+  // with other processes), 0.5 ms on the calling thread (docs/performance.md).
   size_t step_bytes = 0;
   for (const WeightMatrix* m : {&pre_projection_, &post_projection_, &centroids_})
     step_bytes += WeightBytes(m->type, m->rows, m->cols);
@@ -159,9 +159,10 @@ Status Assistant::Bind(const std::string& dir) {
 
 // The centroid head only ever scores whole clusters, so its table is kept in cluster order: a
 // cluster's 128 rows are one contiguous 32 KiB stretch instead of 128 rows scattered over the
-// table, each on its own page (a TLB miss and a DRAM row each). The default assistant's 4,096
-// candidates: ~480 us scattered even with prefetching, ~95 us contiguous (docs/performance.md).
-// Replaces the table in place (no second copy), row i holding id ordering_[i].
+// table, each on its own page (a TLB miss each). The default assistant's draft step, 1 thread
+// on the loaded VM: 1.27 ms with the rows scattered (prefetched), 0.77 ms clustered
+// (tools/default_model/draft_cost.py, docs/performance.md). Replaces the table (no second
+// copy), row i holding id ordering_[i].
 void Assistant::ClusterTable() {
   const size_t row_bytes = WeightBytes(embed_.type, 1, embed_.cols);
   const auto* table = static_cast<const uint8_t*>(embed_.data);
