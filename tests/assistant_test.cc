@@ -7,9 +7,12 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "io/safetensors.h"
+#include "kernels/ops.h"
 #include "model/arch/gemma4_assistant.h"
 #include "model/architecture.h"
 #include "model/assistant.h"
@@ -195,32 +198,51 @@ TEST(Assistant, ConfigErrorsNameTheField) {
   }
 }
 
+// A tiny target with a prompt prefilled into its cache: what an assistant step starts from (the
+// last row's final-normed hidden, the target's greedy next token and its position).
+struct Prefilled {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<KvCache> cache;
+  std::vector<float> h;
+  int token = 0, pos = 0;
+};
+
+Prefilled PrefillTinyTarget(const std::string& preset) {
+  Prefilled out;
+  auto target = LoadModel(TinyCheckpoint(preset, {.vocab = 512}), {.threads = 2});
+  EXPECT_TRUE(target.ok()) << target.status().message();
+  if (!target.ok()) return out;
+  out.model = std::move(*target);
+  Model& m = *out.model;
+  const std::vector<int> prompt = {2, 17, 300, 41, 99, 7, 250, 11, 480, 3, 64, 128, 5, 200};
+  out.cache = std::make_unique<KvCache>(m.plan(), 64, 16);
+  std::vector<BatchRow> rows;
+  for (size_t i = 0; i < prompt.size(); ++i)
+    rows.push_back({prompt[i], static_cast<int64_t>(i), out.cache.get(), i + 1 == prompt.size()});
+  Activations act;
+  std::vector<float> target_logits(m.plan().vocab);
+  EXPECT_TRUE(m.Forward(rows, act, target_logits.data()).ok());
+  out.cache->set_n_past(static_cast<int64_t>(prompt.size()));
+  out.h.assign(act.logits_in.begin(), act.logits_in.begin() + m.plan().hidden);
+  out.pos = static_cast<int>(prompt.size());
+  out.token = static_cast<int>(std::max_element(target_logits.begin(), target_logits.end()) -
+                               target_logits.begin());
+  return out;
+}
+
 TEST(Assistant, CentroidHeadScoresItsCandidatesLikeTheDenseHead) {
-  const std::string target_dir = TinyCheckpoint("e4b", {.vocab = 512});
   auto spec = SynthAssistantPreset("e4b-assistant", "tiny");
   const std::string dir = TestTempDir("e4b-assistant-head");
   ASSERT_TRUE(WriteSynthAssistant(*spec, {.vocab = 512}, dir).ok());
-  auto target = LoadModel(target_dir, {.threads = 2});
-  ASSERT_TRUE(target.ok()) << target.status().message();
-  Model& m = **target;
-  auto assistant = Assistant::Load(dir, m);
+  Prefilled target = PrefillTinyTarget("e4b");
+  ASSERT_TRUE(target.model);
+  const KvCache& cache = *target.cache;
+  const std::vector<float>& h = target.h;
+  const int p = target.pos, t = target.token;
+  auto assistant = Assistant::Load(dir, *target.model);
   ASSERT_TRUE(assistant.ok()) << assistant.status().message();
   const AssistantPlan& ap = (*assistant)->plan();
   ASSERT_TRUE(ap.centroid_head());
-  // Prefill a prompt into the target; its last hidden feeds the assistant.
-  const std::vector<int> prompt = {2, 17, 300, 41, 99, 7, 250, 11, 480, 3, 64, 128, 5, 200};
-  KvCache cache(m.plan(), 64, 16);
-  std::vector<BatchRow> rows;
-  for (size_t i = 0; i < prompt.size(); ++i)
-    rows.push_back({prompt[i], static_cast<int64_t>(i), &cache, i + 1 == prompt.size()});
-  Activations act;
-  std::vector<float> target_logits(m.plan().vocab);
-  ASSERT_TRUE(m.Forward(rows, act, target_logits.data()).ok());
-  cache.set_n_past(static_cast<int64_t>(prompt.size()));
-  const std::vector<float> h(act.logits_in.begin(), act.logits_in.begin() + m.plan().hidden);
-  const int p = static_cast<int>(prompt.size());
-  const int t = static_cast<int>(std::max_element(target_logits.begin(), target_logits.end()) -
-                                 target_logits.begin());
   std::vector<float> sparse(ap.vocab), dense(ap.vocab), h1(ap.backbone_hidden),
       h2(ap.backbone_hidden);
   ASSERT_TRUE((*assistant)->Step(cache, t, p, h.data(), sparse.data(), h1.data()).ok());
@@ -246,6 +268,66 @@ TEST(Assistant, CentroidHeadScoresItsCandidatesLikeTheDenseHead) {
   EXPECT_EQ(d1[0], std::max_element(sparse.begin(), sparse.end()) - sparse.begin());
   // The cache must hold every key before the position.
   EXPECT_FALSE((*assistant)->Step(cache, t, p + 1, h.data(), sparse.data(), h1.data()).ok());
+}
+
+// Draft scores only the top clusters' candidates and picks the best itself; it must pick the
+// token ArgMax picks over Step's dense logits (ties: the lowest id), over many random hidden
+// states and tokens, and chained over 3 steps. Besides the synthetic table as written, two edits
+// force exact ties: embedding rows repeated every 8 ids (equal scores spread over clusters and
+// over the candidates' rank order, which is not id order), and centroids repeated in pairs (ties
+// at the top-k boundary).
+TEST(Assistant, CandidateOnlyGreedyDraftPicksTheDenseArgMax) {
+  auto spec = SynthAssistantPreset("e2b-assistant", "tiny");
+  const std::string written = TestTempDir("e2b-assistant-greedy");
+  ASSERT_TRUE(WriteSynthAssistant(*spec, {.vocab = 512}, written).ok());
+  const std::string tied = TestTempDir("e2b-assistant-greedy-tied");
+  ASSERT_TRUE(CopyCheckpoint(written, tied, [](const std::string& name, std::vector<float>& v) {
+                const bool embed = name == "model.embed_tokens.weight";
+                if (!embed && name != "masked_embedding.centroids.weight") return false;
+                const size_t cols = 32;  // the tiny E2B assistant's hidden (checked below)
+                const size_t period = embed ? 8 : 2;
+                for (size_t r = period; r < v.size() / cols; ++r)
+                  std::copy_n(v.begin() + (r % period) * cols, cols, v.begin() + r * cols);
+                return true;
+              }).ok());
+  Prefilled target = PrefillTinyTarget("e2b");
+  ASSERT_TRUE(target.model);
+  const KvCache& cache = *target.cache;
+  std::mt19937 rng(27);
+  std::normal_distribution<float> nd;
+  for (const std::string& dir : {written, tied}) {
+    SCOPED_TRACE(dir);
+    auto assistant = Assistant::Load(dir, *target.model);
+    ASSERT_TRUE(assistant.ok()) << assistant.status().message();
+    Assistant& a = **assistant;
+    const AssistantPlan& ap = a.plan();
+    ASSERT_TRUE(ap.centroid_head());
+    ASSERT_EQ(ap.hidden, 32);
+    std::vector<float> h(ap.backbone_hidden), logits(ap.vocab), h_next(ap.backbone_hidden);
+    int ties = 0;
+    for (int trial = 0; trial < 200; ++trial) {
+      // The target's own hidden first, then random ones at its scale.
+      for (int i = 0; i < ap.backbone_hidden; ++i) h[i] = trial == 0 ? target.h[i] : 3 * nd(rng);
+      int token = trial == 0 ? target.token
+                             : std::uniform_int_distribution<int>(0, ap.vocab - 1)(rng);
+      std::vector<int> drafted;
+      ASSERT_TRUE(a.Draft(cache, token, target.pos, h.data(), 3, &drafted).ok());
+      ASSERT_EQ(drafted.size(), 3u);
+      for (int step = 0; step < 3; ++step) {
+        ASSERT_TRUE(a.Step(cache, token, target.pos, h.data(), logits.data(), h_next.data()).ok());
+        token = static_cast<int>(ArgMax(logits.data(), ap.vocab));
+        ASSERT_EQ(drafted[step], token) << "trial " << trial << " step " << step;
+        ties += std::count(logits.begin(), logits.end(), logits[token]) > 1;
+        h = h_next;
+      }
+    }
+    // The edited table ties at the top on every step; the written one should not.
+    if (dir == tied) {
+      EXPECT_EQ(ties, 600);
+    } else {
+      EXPECT_EQ(ties, 0);
+    }
+  }
 }
 
 }  // namespace

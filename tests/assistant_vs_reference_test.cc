@@ -26,16 +26,18 @@ double MaxDiff(const std::vector<float>& a, const std::vector<double>& b) {
   return m;
 }
 
-class AssistantVsReference : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(AssistantVsReference, DraftStepsMatchTheFloat64Reference) {
-  const std::string preset = GetParam();
+// The synthetic assistant of `preset`, edited by `edit` when given (testing/checkpoints.h).
+void CompareDraftStepsWithTheReference(const std::string& preset, const TensorEdit& edit) {
   const SynthOptions options{.vocab = 512};
   const std::string target_dir = TinyCheckpoint(preset, options);
   auto spec = SynthAssistantPreset(preset + "-assistant", "tiny");
   ASSERT_TRUE(spec.ok());
-  const std::string dir = TestTempDir(preset + "-assistant");
-  ASSERT_TRUE(WriteSynthAssistant(*spec, options, dir).ok());
+  const std::string written = TestTempDir(preset + "-assistant");
+  ASSERT_TRUE(WriteSynthAssistant(*spec, options, written).ok());
+  const std::string dir = edit ? TestTempDir(preset + "-assistant-edited") : written;
+  if (edit) {
+    ASSERT_TRUE(CopyCheckpoint(written, dir, edit).ok());
+  }
 
   auto model = LoadModel(target_dir, {.threads = 2});
   ASSERT_TRUE(model.ok()) << model.status().message();
@@ -95,11 +97,29 @@ TEST_P(AssistantVsReference, DraftStepsMatchTheFloat64Reference) {
     rh32 = rh32_next;
   }
   const double tol = std::max(2e-3, 5 * floor);
-  std::printf("[%s-assistant] prompt %d (window %d): noise floor %.2e, engine vs float64 logits "
+  std::printf("[%s-assistant%s] prompt %d (window %d): noise floor %.2e, engine vs float64 logits "
               "%.2e, h_next %.2e (tol %.1e)\n",
-              preset.c_str(), p, window, floor, worst, worst_h, tol);
+              preset.c_str(), edit ? ", edited" : "", p, window, floor, worst, worst_h, tol);
   EXPECT_LT(worst, tol);
   EXPECT_LT(worst_h, tol);
+}
+
+class AssistantVsReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AssistantVsReference, DraftStepsMatchTheFloat64Reference) {
+  CompareDraftStepsWithTheReference(GetParam(), nullptr);
+}
+
+// Centroids 1, 2 and 3 made equal: the top 2 of 4 clusters ({0, 1} or {1, 2}) cut through a
+// three-way tie, which both sides must break by the lower cluster index.
+TEST(AssistantVsReferenceTies, TiedCentroidsPickTheLowerClusters) {
+  CompareDraftStepsWithTheReference("e2b", [](const std::string& name, std::vector<float>& v) {
+    if (name != "masked_embedding.centroids.weight") return false;
+    const size_t cols = v.size() / 4;  // 512 ids in 4 clusters of 128, top 2
+    std::copy_n(v.begin() + cols, cols, v.begin() + 2 * cols);
+    std::copy_n(v.begin() + cols, cols, v.begin() + 3 * cols);
+    return true;
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, AssistantVsReference, ::testing::Values("e2b", "e4b", "12b"));

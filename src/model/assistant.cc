@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <numeric>
 
 #include "base/half.h"
 #include "io/safetensors.h"
+#include "kernels/gather_dot.h"
 #include "kernels/ops.h"
 
 namespace g4 {
@@ -103,6 +106,8 @@ Status Assistant::Bind(const std::string& dir) {
     *slot = m;
   }
 
+  if (p.centroid_head()) ClusterTable();
+
   // RoPE frequencies per layer (the target's tables: same theta, pairs and head dim).
   int max_q = 0, max_hd = 0, max_heads = 0;
   for (const LayerPlan& lp : p.layers) {
@@ -124,24 +129,70 @@ Status Assistant::Bind(const std::string& dir) {
   attn_.resize(max_q);
   gate_.resize(p.mlp_width);
   up_.resize(p.mlp_width);
-  row_.resize(std::max(Ha, Hb));
   next_h_.resize(Hb);
   chain_h_.resize(Hb);
   step_logits_.resize(p.vocab);
   scores_.resize(p.config.num_centroids);
-  candidates_.resize(p.centroid_head() ? static_cast<size_t>(p.config.centroid_top_k) * p.cluster_size() : 0);
+  kth_.resize(p.config.num_centroids);
+  top_.resize(p.centroid_head() ? p.config.centroid_top_k : 0);
+  const size_t n_candidates =
+      p.centroid_head() ? static_cast<size_t>(p.config.centroid_top_k) * p.cluster_size() : 0;
+  candidates_.resize(n_candidates);
+  candidate_rows_.resize(n_candidates);
   cos_.resize(max_hd / 2);
   sin_.resize(max_hd / 2);
-  attention_.Reserve(target_.pool().size(), max_heads, max_hd, 0);
+  // The weights one step reads (the dense head's table aside): a small assistant's step runs on
+  // the calling thread. The default assistant's 2.7 MiB step, 2 threads on the loaded VM: 2.2 ms
+  // through the target's pool (~25 hand-offs, each waiting for a worker that shares its core
+  // with other processes), 0.5 ms on the calling thread (docs/performance.md).
+  size_t step_bytes = 0;
+  for (const WeightMatrix* m : {&pre_projection_, &post_projection_, &centroids_})
+    step_bytes += WeightBytes(m->type, m->rows, m->cols);
+  for (const Layer& l : layers_)
+    for (const WeightMatrix* m : {&l.q_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj})
+      step_bytes += WeightBytes(m->type, m->rows, m->cols);
+  step_bytes += WeightBytes(embed_.type, static_cast<int>(n_candidates), embed_.cols);
+  step_pool_ = step_bytes <= kSerialStepBytes ? &serial_ : &target_.pool();
+  attention_.Reserve(step_pool_->size(), max_heads, max_hd, 0);
   return OkStatus();
+}
+
+// The centroid head only ever scores whole clusters, so its table is kept in cluster order: a
+// cluster's 128 rows are one contiguous 32 KiB stretch instead of 128 rows scattered over the
+// table, each on its own page (a TLB miss each). The default assistant's draft step, 1 thread
+// on the loaded VM: 1.27 ms with the rows scattered (prefetched), 0.77 ms clustered
+// (tools/default_model/draft_cost.py, docs/performance.md). Replaces the table (no second
+// copy), row i holding id ordering_[i].
+void Assistant::ClusterTable() {
+  const size_t row_bytes = WeightBytes(embed_.type, 1, embed_.cols);
+  const auto* table = static_cast<const uint8_t*>(embed_.data);
+  std::vector<uint8_t> clustered(row_bytes * ordering_.size());
+  for (size_t i = 0; i < ordering_.size(); ++i)
+    std::memcpy(clustered.data() + i * row_bytes,
+                table + static_cast<size_t>(ordering_[i]) * row_bytes, row_bytes);
+  for (std::vector<uint8_t>& b : buffers_)
+    if (b.data() == table) {
+      b = std::move(clustered);
+      embed_.data = b.data();
+      embed_.bytes = b.size();
+      embed_.rows = static_cast<int>(ordering_.size());
+      return;
+    }
 }
 
 Status Assistant::Step(const KvCache& cache, int token, int64_t pos, const float* h,
                        float* logits, float* h_next) {
+  G4_RETURN_IF_ERROR(Trunk(cache, token, pos, h, h_next));
+  LmHead(z_.data(), logits);
+  return OkStatus();
+}
+
+Status Assistant::Trunk(const KvCache& cache, int token, int64_t pos, const float* h,
+                        float* h_next) {
   const AssistantPlan& p = plan_;
   const int Ha = p.hidden, Hb = p.backbone_hidden;
   const float eps = static_cast<float>(p.rms_norm_eps);
-  ThreadPool& pool = target_.pool();
+  ThreadPool& pool = *step_pool_;
   if (token < 0 || token >= p.vocab)
     return Status::Errorf("assistant: token id ", token, " is outside the vocabulary");
   if (pos < 1 || cache.n_past() < pos)
@@ -198,53 +249,84 @@ Status Assistant::Step(const KvCache& cache, int token, int64_t pos, const float
   }
   RmsNorm(x_.data(), final_norm_.data(), Ha, eps, z_.data());
   MatMul(post_projection_, z_.data(), 1, h_next, pool);
-  LmHead(z_.data(), logits);
   return OkStatus();
+}
+
+// §10.3 step 4, centroid head: the top_k clusters by centroid score (ties: lower index) and
+// their ids' scores, E[id] z, straight from the table.
+void Assistant::ScoreCandidates(const float* z) {
+  const AssistantPlan& p = plan_;
+  const int nc = p.config.num_centroids, k = p.config.centroid_top_k, cs = p.cluster_size();
+  MatMul(centroids_, z, 1, scores_.data(), *step_pool_);
+  // The k-th largest score, then every cluster above it and, lowest index first, as many of
+  // those equal to it as fit: the set a sort by (score desc, index asc) would take first, with
+  // no sort (their order does not matter: each candidate carries its own row and id).
+  std::copy(scores_.begin(), scores_.end(), kth_.begin());
+  std::nth_element(kth_.begin(), kth_.begin() + (k - 1), kth_.end(), std::greater<float>());
+  const float kth = kth_[k - 1];
+  int taken = 0;
+  for (int c = 0; c < nc; ++c)
+    if (scores_[c] > kth) top_[taken++] = c;
+  for (int c = 0; c < nc && taken < k; ++c)
+    if (scores_[c] == kth) top_[taken++] = c;
+  for (int r = 0; r < k; ++r)
+    std::iota(candidate_rows_.begin() + static_cast<size_t>(r) * cs,
+              candidate_rows_.begin() + static_cast<size_t>(r + 1) * cs, top_[r] * cs);
+  GatherDot(embed_, candidate_rows_.data(), k * cs, z, candidates_.data());
+}
+
+// The candidate ArgMax over the dense logits would pick: the highest score, then the lowest id
+// (every other id sits at min(candidates) - 1, below the best). As ArgMax: NaN never wins, and
+// 0 when nothing is above -inf.
+int Assistant::BestCandidate() const {
+  const int64_t n = static_cast<int64_t>(candidates_.size());
+  const int64_t first = ArgMax(candidates_.data(), n);
+  const float best = candidates_[first];
+  if (!(best > -std::numeric_limits<float>::infinity())) return 0;
+  int id = ordering_[candidate_rows_[first]];
+  for (int64_t j = first + 1; j < n; ++j)
+    if (candidates_[j] == best) id = std::min(id, ordering_[candidate_rows_[j]]);
+  return id;
 }
 
 // §10.3 step 4: the tied head over the assistant's own table, densely or through the top clusters.
 void Assistant::LmHead(const float* z, float* logits) {
   const AssistantPlan& p = plan_;
-  ThreadPool& pool = target_.pool();
-  if (!p.centroid_head() || dense_head_) {
-    MatMul(embed_, z, 1, logits, pool);
+  if (!p.centroid_head()) {
+    MatMul(embed_, z, 1, logits, target_.pool());
     return;
   }
-  const int Ha = p.hidden, nc = p.config.num_centroids, k = p.config.centroid_top_k;
-  const int cs = p.cluster_size();
-  MatMul(centroids_, z, 1, scores_.data(), pool);
-  ranked_.resize(nc);
-  for (int c = 0; c < nc; ++c) ranked_[c] = {scores_[c], c};
-  // Largest scores first; equal scores by lower index (torch.topk's order is unspecified there).
-  std::partial_sort(ranked_.begin(), ranked_.begin() + k, ranked_.end(),
-                    [](const auto& a, const auto& b) {
-                      return a.first > b.first || (a.first == b.first && a.second < b.second);
-                    });
+  if (dense_head_) {  // the test hook: every row of the clustered table, back at its id
+    dense_rows_.resize(p.vocab);
+    MatMul(embed_, z, 1, dense_rows_.data(), target_.pool());
+    std::fill(logits, logits + p.vocab, -std::numeric_limits<float>::infinity());
+    for (size_t i = 0; i < ordering_.size(); ++i) logits[ordering_[i]] = dense_rows_[i];
+    return;
+  }
+  ScoreCandidates(z);
   float lowest = std::numeric_limits<float>::infinity();
-  for (int r = 0; r < k; ++r) {
-    const int32_t* ids = ordering_.data() + static_cast<size_t>(ranked_[r].second) * cs;
-    for (int j = 0; j < cs; ++j) {
-      DequantizeRow(embed_, ids[j], row_.data());
-      float s = 0;
-      for (int i = 0; i < Ha; ++i) s += row_[i] * z[i];
-      candidates_[static_cast<size_t>(r) * cs + j] = s;
-      lowest = std::min(lowest, s);
-    }
-  }
+  for (float s : candidates_) lowest = std::min(lowest, s);
   std::fill(logits, logits + p.vocab, lowest - 1);
-  for (int r = 0; r < k; ++r) {
-    const int32_t* ids = ordering_.data() + static_cast<size_t>(ranked_[r].second) * cs;
-    for (int j = 0; j < cs; ++j) logits[ids[j]] = candidates_[static_cast<size_t>(r) * cs + j];
-  }
+  for (size_t j = 0; j < candidate_rows_.size(); ++j)
+    logits[ordering_[candidate_rows_[j]]] = candidates_[j];
 }
 
 Status Assistant::Draft(const KvCache& cache, int token, int64_t pos, const float* h, int n,
                         std::vector<int>* tokens) {
   tokens->clear();
   std::copy_n(h, plan_.backbone_hidden, chain_h_.begin());
+  // Greedy through the centroid head needs only the candidates' scores; the dense head (and the
+  // test hook) goes through the logits.
+  const bool candidates_only = plan_.centroid_head() && !dense_head_;
   for (int i = 0; i < n; ++i) {
-    G4_RETURN_IF_ERROR(Step(cache, token, pos, chain_h_.data(), step_logits_.data(), next_h_.data()));
-    token = static_cast<int>(ArgMax(step_logits_.data(), plan_.vocab));
+    G4_RETURN_IF_ERROR(Trunk(cache, token, pos, chain_h_.data(), next_h_.data()));
+    if (candidates_only) {
+      ScoreCandidates(z_.data());
+      token = BestCandidate();
+    } else {
+      LmHead(z_.data(), step_logits_.data());
+      token = static_cast<int>(ArgMax(step_logits_.data(), plan_.vocab));
+    }
     tokens->push_back(token);
     chain_h_.swap(next_h_);
   }

@@ -34,11 +34,14 @@ class Assistant {
               float* h_next);
 
   // Chained greedy drafting of n tokens from (token, pos, h): each step feeds back its argmax
-  // and its h_next, at the same position (spec: the assistant cannot extend the cache).
+  // and its h_next, at the same position (spec: the assistant cannot extend the cache). With the
+  // centroid head the argmax is taken over the candidates' scores alone (the token the dense
+  // logits' ArgMax picks), so no vocabulary-wide array is written or read.
   Status Draft(const KvCache& cache, int token, int64_t pos, const float* h, int n,
                std::vector<int>* tokens);
 
-  // For tests: a dense head over all ids even when the checkpoint has the centroid head.
+  // For tests: a dense head over all ids even when the checkpoint has the centroid head (ids
+  // that token_ordering never lists, which no cluster can propose, get -inf).
   void set_dense_head(bool dense) { dense_head_ = dense; }
 
  private:
@@ -50,22 +53,39 @@ class Assistant {
   };
   Assistant(Model& target, AssistantPlan plan) : target_(target), plan_(std::move(plan)) {}
   Status Bind(const std::string& dir);
+  void ClusterTable();
+  // Step without the head: leaves z (the final-normed state) in z_ and writes h_next.
+  Status Trunk(const KvCache& cache, int token, int64_t pos, const float* h, float* h_next);
   void LmHead(const float* z, float* logits);
+  // Centroid head: the top clusters' rows of the clustered table into candidate_rows_ (row r
+  // is id ordering_[r]), their scores into candidates_.
+  void ScoreCandidates(const float* z);
+  int BestCandidate() const;
 
   Model& target_;
   AssistantPlan plan_;
   bool dense_head_ = false;
   std::vector<std::vector<uint8_t>> buffers_;  // owned weight bytes
+  // embed_: the tied head's table; with the centroid head in cluster order (row i is id
+  // ordering_[i]).
   WeightMatrix embed_, pre_projection_, post_projection_, centroids_;
   std::vector<float> final_norm_;
   std::vector<int32_t> ordering_;  // [vocab]: cluster k's ids at [k * cluster_size, ...)
   std::vector<Layer> layers_;
   std::vector<std::vector<double>> inv_freq_;  // per layer
   // Scratch, sized once.
-  std::vector<float> in_, x_, a_, q_, attn_, o_, gate_, up_, z_, row_, scores_, next_h_;
+  std::vector<float> in_, x_, a_, q_, attn_, o_, gate_, up_, z_, scores_, next_h_;
   std::vector<float> step_logits_, candidates_, cos_, sin_, chain_h_;
+  std::vector<float> kth_;   // the centroid scores, partitioned around the k-th largest
+  std::vector<int> top_;     // the top clusters, by index
+  std::vector<int32_t> candidate_rows_;
+  std::vector<float> dense_rows_;  // the dense test hook's scores in table order
   int64_t reserved_context_ = 0;
-  std::vector<std::pair<float, int>> ranked_;
+  // The step's products and attention run on step_pool_: serial_ (the calling thread) when the
+  // step reads at most kSerialStepBytes of weights, else the target's pool.
+  static constexpr size_t kSerialStepBytes = size_t{4} << 20;
+  ThreadPool serial_{1};
+  ThreadPool* step_pool_ = nullptr;
   AttentionScratch attention_;
 };
 

@@ -19,7 +19,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import corpus  # noqa: E402
-from train_assistant import HOLD_OUT_AT, HOLD_OUT_EVERY  # noqa: E402
+from chat import HOLD_OUT_AT, HOLD_OUT_EVERY  # noqa: E402  (train_assistant.py needs torch)
 
 TOKS = re.compile(r"decode ([0-9.]+) tok/s")
 
