@@ -51,7 +51,7 @@ int AlignRows(const WeightMatrix& w, int rows) {
                                                 : rows;
 }
 
-// Decode (n = 1) streams W once: tasks of up to kMaxDecodeTaskBytes, and at least 4 per thread
+// Decode (n = 1, or up to CpuKernels::bf16_pass_rows rows of bf16) streams W once: tasks of up to kMaxDecodeTaskBytes, and at least 4 per thread
 // over all the matrices of one call, so both threads stay busy to the end and the dynamic queue
 // absorbs a core slowed by a neighbour. Fewer, longer tasks stream better: 4 per thread decoded
 // E2B q4 ~2% faster than 8 (6 in-process A/B runs, 1.007-1.036; E2B q8 and E4B q4 1.005-1.027),
@@ -159,8 +159,10 @@ void RunProducts(const MatMulOutput* outs, int n_outs, bool gated, const float* 
     }
     if (w.rows == 0) continue;  // nothing on this rank
     row_bytes = std::max<size_t>(1, row_bytes);
-    const int rows_per_task = n == 1 ? DecodeRowsPerTask(w, row_bytes, call_bytes, threads)
-                                     : PrefillRowsPerTask(w, row_bytes);
+    // A few rows of bf16 (a speculative verify pass) are one pass over W as well: streamed.
+    const bool streamed = n == 1 || (w.type == WeightType::kBF16 && n <= k.bf16_pass_rows);
+    const int rows_per_task = streamed ? DecodeRowsPerTask(w, row_bytes, call_bytes, threads)
+                                       : PrefillRowsPerTask(w, row_bytes);
     const int64_t row_tasks = (w.rows + rows_per_task - 1) / rows_per_task;
     jobs[n_jobs++] = Job{&outs[j], n_members, w.rows, rows_per_task, row_tasks, n_tasks};
     n_tasks += row_tasks * x_tasks;
