@@ -32,12 +32,13 @@ inline __m256 LoadBf16(const uint16_t* p) {
 
 // R W rows x C x rows, weight-stationary: each 8-column weight vector is widened once and
 // multiplied into all C rows' accumulators. Each output is one 8-lane accumulator over its row in
-// column order, then HorizontalSum: the same float whatever R and C, so decode, a speculative
-// verify pass and a batch give every row the same logits (greedy verification picks exactly the
-// tokens plain decoding picks). `prefetch`: the weights stream from memory in this pass.
-template <int R, int C>
-inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float* y, int64_t ldy,
-                     bool prefetch) {
+// column order, HorizontalSum, then the columns past the last 8 in order: the same float whatever
+// R and C, so decode, a speculative verify pass and a batch give every row the same logits
+// (greedy verification picks exactly the tokens plain decoding picks). Summing four outputs at
+// once with hadds instead made GCC keep acc[][] in memory: decode 1.5x slower (g4_microbench
+// BM_VerifyHead/1/1). kPrefetch: the weights stream from memory in this pass.
+template <int R, int C, bool kPrefetch>
+inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float* y, int64_t ldy) {
   const int cols = w.cols;
   const uint16_t* wp[R];
   const float* xp[C];
@@ -51,7 +52,7 @@ inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float*
   for (; k + 8 <= cols; k += 8) {
     __m256 wv[R];
     for (int a = 0; a < R; ++a) {
-      if (prefetch && k % 32 == 0) PrefetchAhead(wp[a] + k);  // once per 64-byte line
+      if (kPrefetch && k % 32 == 0) PrefetchAhead(wp[a] + k);  // once per 64-byte line
       wv[a] = LoadBf16(wp[a] + k);
     }
     for (int c = 0; c < C; ++c) {
@@ -77,8 +78,8 @@ inline void Bf16Pass(const WeightMatrix& w, int r0, int r1, const float* x, int 
                      int64_t ldy) {
   constexpr int R = std::clamp((kRegisters - 1) / (C + 1), 1, 4);
   int r = r0;
-  for (; r + R <= r1; r += R) TileBf16<R, C>(w, r, x, i, y, ldy, true);
-  for (; r < r1; ++r) TileBf16<1, C>(w, r, x, i, y, ldy, true);
+  for (; r + R <= r1; r += R) TileBf16<R, C, true>(w, r, x, i, y, ldy);
+  for (; r < r1; ++r) TileBf16<1, C, true>(w, r, x, i, y, ldy);
 }
 
 // y[i * ldy + r] = W row r . x row i (CpuKernels::matmul_bf16). Decode and a speculative verify
@@ -98,7 +99,7 @@ void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, fl
     case 8: return Bf16Pass<kRegisters, 8>(w, r0, r1, x, 0, y, ldy);
     default: break;
   }
-  auto tile = [&]<int R, int C>(int r, int i) { TileBf16<R, C>(w, r, x, i, y, ldy, C == 1); };
+  auto tile = [&]<int R, int C>(int r, int i) { TileBf16<R, C, C == 1>(w, r, x, i, y, ldy); };
   WalkTiles<4, 2>(r0, r1, n, tile);
 }
 
