@@ -73,8 +73,8 @@ inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float*
 // Up to this many x rows take one pass over W (CpuKernels::bf16_pass_rows).
 constexpr int kBf16PassRows = 8;
 
-// W rows [r0, r1) x the C x rows from row i in one pass (prefetched only for one row). R: as many W rows (up to 4) as leave
-// registers for R x C accumulators, R weight vectors and one x vector.
+// W rows [r0, r1) x the C x rows from row i in one pass (prefetched only for one row). R: as many
+// W rows (up to 4) as leave registers for R x C accumulators, R weight vectors and one x vector.
 template <int kRegisters, int C>
 inline void Bf16Pass(const WeightMatrix& w, int r0, int r1, const float* x, int i, float* y,
                      int64_t ldy) {
