@@ -80,6 +80,22 @@ void BM_Prefill(benchmark::State& state) {
   state.SetLabel(WeightTypeName(type));
 }
 
+// A speculative verify pass's LM head: the default model's tied head (262,144 x 128 bf16, 67 MB,
+// past the last-level cache) times range(0) x rows (1: decode), range(1) threads. Compare the
+// time per call across x rows: extra rows should add only their arithmetic.
+void BM_VerifyHead(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0)), rows = 262144, cols = 128;
+  Fixture f = MakeMatrix(WeightType::kBF16, rows, cols);
+  ThreadPool pool(static_cast<int>(state.range(1)));
+  std::vector<float> x(static_cast<size_t>(n) * cols), y(static_cast<size_t>(n) * rows);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 97) * 0.01f - 0.5f;
+  for (auto _ : state) {
+    MatMul(f.w, x.data(), n, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * f.w.bytes);
+}
+
 void BM_QuantizeActivations(benchmark::State& state) {
   const int cols = 6144;
   std::vector<float> x(cols, 0.3f);
@@ -158,6 +174,10 @@ BENCHMARK(BM_Decode)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Prefill)
     ->ArgsProduct({{kBf16, kQ8, kQ4}, {64, 256}, {1, 2}, {0, 1}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_VerifyHead)
+    ->ArgsProduct({{1, 2, 3, 4, 5, 8}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_QuantizeActivations);

@@ -53,6 +53,9 @@ struct CpuKernels {
                     int64_t ldy);
   void (*matmul_bf16)(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
                       int64_t ldy);
+  // How many x rows matmul_bf16 covers in one pass over W (each weight row read once for all of
+  // them): up to this many, a product streams its weights like decode (kernels/ops.cc).
+  int bf16_pass_rows = 1;
   // Whether matmul_bf16 rounds the activations to bf16 (nearest even) before multiplying, as the
   // bf16 dot-product instructions need; the others multiply the float activations.
   bool bf16_rounds_activations = false;

@@ -51,12 +51,13 @@ int AlignRows(const WeightMatrix& w, int rows) {
                                                 : rows;
 }
 
-// Decode (n = 1) streams W once: tasks of up to kMaxDecodeTaskBytes, and at least 4 per thread
-// over all the matrices of one call, so both threads stay busy to the end and the dynamic queue
-// absorbs a core slowed by a neighbour. Fewer, longer tasks stream better: 4 per thread decoded
-// E2B q4 ~2% faster than 8 (6 in-process A/B runs, 1.007-1.036; E2B q8 and E4B q4 1.005-1.027),
-// 16 per thread ~2% slower, 2 per thread no better than 4. `call_bytes`: the weight bytes of the
-// whole call; `row_bytes`: one row of every matrix a task covers (gate and up together).
+// Decode (n = 1, or up to CpuKernels::bf16_pass_rows rows of bf16) streams W once: tasks of up to
+// kMaxDecodeTaskBytes, and at least 4 per thread over all the matrices of one call, so both threads
+// stay busy to the end and the dynamic queue absorbs a core slowed by a neighbour. Fewer, longer
+// tasks stream better: 4 per thread decoded E2B q4 ~2% faster than 8 (6 in-process A/B runs,
+// 1.007-1.036; E2B q8 and E4B q4 1.005-1.027), 16 per thread ~2% slower, 2 per thread no better
+// than 4. `call_bytes`: the weight bytes of the whole call; `row_bytes`: one row of every matrix a
+// task covers (gate and up together).
 int DecodeRowsPerTask(const WeightMatrix& w, size_t row_bytes, size_t call_bytes, int threads) {
   const size_t task_bytes = std::clamp<size_t>(
       call_bytes / (4 * static_cast<size_t>(std::max(1, threads))), 16384, kMaxDecodeTaskBytes);
@@ -159,8 +160,10 @@ void RunProducts(const MatMulOutput* outs, int n_outs, bool gated, const float* 
     }
     if (w.rows == 0) continue;  // nothing on this rank
     row_bytes = std::max<size_t>(1, row_bytes);
-    const int rows_per_task = n == 1 ? DecodeRowsPerTask(w, row_bytes, call_bytes, threads)
-                                     : PrefillRowsPerTask(w, row_bytes);
+    // A few rows of bf16 (a speculative verify pass) are one pass over W as well: streamed.
+    const bool streamed = n == 1 || (w.type == WeightType::kBF16 && n <= k.bf16_pass_rows);
+    const int rows_per_task = streamed ? DecodeRowsPerTask(w, row_bytes, call_bytes, threads)
+                                       : PrefillRowsPerTask(w, row_bytes);
     const int64_t row_tasks = (w.rows + rows_per_task - 1) / rows_per_task;
     jobs[n_jobs++] = Job{&outs[j], n_members, w.rows, rows_per_task, row_tasks, n_tasks};
     n_tasks += row_tasks * x_tasks;

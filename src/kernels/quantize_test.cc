@@ -133,13 +133,21 @@ TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
   // and several x rows (tiled path, with a leftover row).
   // Column counts also hit the SIMD tails: q4 blocks left over after 4-block steps (320 = 10
   // blocks, 576 = 16 + 2), q8 an odd block at the end of a 16-block group (544 = 16 + 1, 96).
+  // bf16 takes any width: 53 and 200 end in a partial 16-column (AVX-512) / 8-column step.
   const std::vector<int> col_counts = type == WeightType::kQ4
                                           ? std::vector<int>{64, 320, 576, 1536}
-                                          : std::vector<int>{64, 96, 320, 544, 1536};
+                                      : type == WeightType::kQ8
+                                          ? std::vector<int>{64, 96, 320, 544, 1536}
+                                          : std::vector<int>{53, 64, 200, 320, 1536};
+  // bf16 x rows: 2-8 are one weight-stationary pass (a verify pass: R = 4 tiles up to 6 rows, 3
+  // beyond), 9 and 70 passes of 8 and a rest.
+  const std::vector<int> x_counts = type == WeightType::kBF16
+                                        ? std::vector<int>{1, 2, 3, 5, 6, 7, 8, 9, 70}
+                                        : std::vector<int>{1, 2, 5, 70};
   for (int cols : col_counts) {
     // 16 and 48: whole 16-row groups, which tables asking for row groups also get reordered.
     for (int rows : {1, 5, 16, 48, 67}) {
-      for (int n : {1, 2, 5, 70}) {
+      for (int n : x_counts) {
         auto wsrc = Random(static_cast<size_t>(rows) * cols, rows * 7 + cols, 0.05f);
         auto x = Random(static_cast<size_t>(n) * cols, n * 13 + cols);
         Quantized q;
@@ -225,6 +233,17 @@ TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
             continue;
           }
           EXPECT_LT(RelRms(y_simd, g, typical), 1e-5) << where << " isa " << simd->name;
+          // As above: a bf16 output is the same float alone and in any batch, so a speculative
+          // verify pass picks exactly the tokens plain decoding does.
+          if (type == WeightType::kBF16)
+            for (int i = 0; i < n; ++i) {
+              std::vector<float> one(rows, NAN);
+              simd->matmul_bf16(q.w, 0, rows, x.data() + static_cast<size_t>(i) * cols, 1,
+                                one.data(), rows);
+              for (int r = 0; r < rows; ++r)
+                ASSERT_EQ(one[r], y_simd[static_cast<size_t>(i) * rows + r])
+                    << where << " isa " << simd->name << " x row " << i << " row " << r;
+            }
           if (simd->LayoutFor(type) != WeightLayout::kRowGroups16 || !CanUseRowGroups(q.w))
             continue;
           std::vector<uint8_t> grouped_bytes(q.w.bytes);

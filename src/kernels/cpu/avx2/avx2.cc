@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "base/half.h"
+#include "kernels/cpu/bf16_matmul.h"
 #include "kernels/cpu/matmul_driver.h"
 #include "kernels/cpu/tiling.h"
 #include "kernels/cpu_kernels.h"
@@ -15,19 +16,6 @@
 
 namespace g4 {
 namespace {
-
-inline float HorizontalSum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
-
-inline __m256 LoadBf16(const uint16_t* p) {
-  __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
 
 float DotF32(const float* a, const float* b, int n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
@@ -391,38 +379,6 @@ inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
     for (int c = 0; c < C; ++c) y[(i + c) * ldy + r + a] = HorizontalSum(acc[a][c]);
 }
 
-// bf16 W widened on the fly; R x C fp32 dot products per 8 columns.
-template <int R, int C>
-inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float* y, int64_t ldy) {
-  const int cols = w.cols;
-  const uint16_t* wp[R];
-  const float* xp[C];
-  for (int a = 0; a < R; ++a)
-    wp[a] = static_cast<const uint16_t*>(w.data) + static_cast<int64_t>(r + a) * cols;
-  for (int c = 0; c < C; ++c) xp[c] = x + static_cast<int64_t>(i + c) * cols;
-  __m256 acc[R][C];
-  for (int a = 0; a < R; ++a)
-    for (int c = 0; c < C; ++c) acc[a][c] = _mm256_setzero_ps();
-  int k = 0;
-  for (; k + 8 <= cols; k += 8) {
-    __m256 wv[R];
-    for (int a = 0; a < R; ++a) {
-      if (C == 1 && k % 32 == 0) PrefetchAhead(wp[a] + k);  // once per 64-byte line
-      wv[a] = LoadBf16(wp[a] + k);
-    }
-    for (int c = 0; c < C; ++c) {
-      const __m256 xv = _mm256_loadu_ps(xp[c] + k);
-      for (int a = 0; a < R; ++a) acc[a][c] = _mm256_fmadd_ps(wv[a], xv, acc[a][c]);
-    }
-  }
-  for (int a = 0; a < R; ++a)
-    for (int c = 0; c < C; ++c) {
-      float s = HorizontalSum(acc[a][c]);
-      for (int kk = k; kk < cols; ++kk) s += Bf16ToF32(wp[a][kk]) * xp[c][kk];
-      y[(i + c) * ldy + r + a] = s;
-    }
-}
-
 // Row groups (layout in weight_matrix.h), q8: stored as q + 128, which maddubs cannot take
 // against signed activations (255 x 127 pairs saturate 16 bits). XOR 0x80 gives q back, and the
 // products go in as |q| x sign(x, q) (each pair <= 2 x 128 x 127, no saturation), summed to 32 bits
@@ -568,16 +524,6 @@ struct Q4Tiles {
     GroupTileQ4<C>(w, r, x, i, y, ldy);
   }
 };
-
-void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
-                int64_t ldy) {
-  auto tile = [&]<int R, int C>(int r, int i) { TileBf16<R, C>(w, r, x, i, y, ldy); };
-  if (n == 1) {
-    WalkTiles<4, 1>(r0, r1, n, tile);
-  } else {
-    WalkTiles<4, 2>(r0, r1, n, tile);
-  }
-}
 
 // e^y for y <= 0 (inputs below -87 give 0): 2^n * p(r), y = n ln2 + r with ln2 split in two
 // so r is exact to float precision, and a degree-6 polynomial for e^r on [-ln2/2, ln2/2].
@@ -861,7 +807,8 @@ const CpuKernels* Avx2Kernels() {
       .quantize_row_q4w = QuantizeRowQ4W,
       .matmul_q8 = MatMulQuantized<Q8Tiles>,
       .matmul_q4 = MatMulQuantized<Q4Tiles>,
-      .matmul_bf16 = MatMulBf16,
+      .matmul_bf16 = MatMulBf16<16>,
+      .bf16_pass_rows = kBf16PassRows,
       .gelu_tanh_mul = GeluTanhMulRow,
       .exp_sum = ExpSum,
       .attn_scores = AttnScores,

@@ -171,6 +171,7 @@ const CpuKernels* Avx512Bf16Kernels() {
     static const bool round = std::getenv("G4_BF16_ROUND") != nullptr;
     t.matmul_bf16 = round ? MatMulBf16<false> : MatMulBf16<true>;
     t.bf16_rounds_activations = round;
+    t.bf16_pass_rows = 1;  // several activation rows take passes of 4, 2, 1 (MatMulBf16 above)
     t.opt_in = true;
     return t;
   }();
