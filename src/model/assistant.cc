@@ -170,14 +170,18 @@ void Assistant::ClusterTable() {
   for (size_t i = 0; i < ordering_.size(); ++i)
     std::memcpy(clustered.data() + i * row_bytes,
                 table + static_cast<size_t>(ordering_[i]) * row_bytes, row_bytes);
+  // The clustered copy replaces the table when the assistant owns it (a widened or converted
+  // copy); a table read in place from the mapping stays there, and the copy is kept beside it.
+  std::vector<uint8_t>* owner = nullptr;
   for (std::vector<uint8_t>& b : buffers_)
-    if (b.data() == table) {
-      b = std::move(clustered);
-      embed_.data = b.data();
-      embed_.bytes = b.size();
-      embed_.rows = static_cast<int>(ordering_.size());
-      return;
-    }
+    if (b.data() == table) owner = &b;
+  if (owner)
+    *owner = std::move(clustered);
+  else
+    owner = &buffers_.emplace_back(std::move(clustered));
+  embed_.data = owner->data();
+  embed_.bytes = owner->size();
+  embed_.rows = static_cast<int>(ordering_.size());
 }
 
 Status Assistant::Step(const KvCache& cache, int token, int64_t pos, const float* h,

@@ -8,6 +8,7 @@
 #include "base/half.h"
 #include "base/mapped_file.h"
 #include "io/safetensors.h"
+#include "reference/row_products.h"
 
 namespace g4::reference {
 
@@ -15,22 +16,6 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------
 // math helpers, all in T
-
-// Four interleaved partial sums: not for accuracy (double has plenty) but because a single
-// running sum is latency-bound, and the 262,144-row LM head dominates the run time.
-template <class T>
-T Dot(const T* w, const T* x, int n) {
-  T a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-  int i = 0;
-  for (; i + 4 <= n; i += 4) {
-    a0 += w[i] * x[i];
-    a1 += w[i + 1] * x[i + 1];
-    a2 += w[i + 2] * x[i + 2];
-    a3 += w[i + 3] * x[i + 3];
-  }
-  for (; i < n; ++i) a0 += w[i] * x[i];
-  return (a0 + a1) + (a2 + a3);
-}
 
 // y = x * (mean(x^2) + eps)^-1/2 * w; w == nullptr for the weightless norm. No (1 + w).
 template <class T>
@@ -47,67 +32,25 @@ T GeluTanh(T x) {
   return T(0.5) * x * (T(1) + std::tanh(c * (x + static_cast<T>(0.044715) * x * x * x)));
 }
 
-// Every f16 bit pattern as float: a table, because the scalar conversion is too slow to run on
-// each weight of every product.
-const float* F16Table() {
-  static const std::vector<float> table = [] {
-    std::vector<float> t(65536);
-    for (uint32_t h = 0; h < 65536; ++h) t[h] = F16ToF32(static_cast<uint16_t>(h));
-    return t;
-  }();
-  return table.data();
-}
-
-// Row `row` of a [rows, cols] BF16/F16/F32 tensor (the loader checked the dtype), widened to T.
-template <class T>
-void WidenRow(const TensorView& t, int64_t row, int cols, T* out) {
-  const size_t first = static_cast<size_t>(row) * cols;
-  switch (t.dtype) {
-    case DType::kBF16: {
-      const uint8_t* p = t.data + first * 2;
-      for (int i = 0; i < cols; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        out[i] = static_cast<T>(Bf16ToF32(h));
-      }
-      break;
-    }
-    case DType::kF16: {
-      const float* table = F16Table();
-      const uint8_t* p = t.data + first * 2;
-      for (int i = 0; i < cols; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        out[i] = static_cast<T>(table[h]);
-      }
-      break;
-    }
-    default: {
-      const uint8_t* p = t.data + first * 4;
-      for (int i = 0; i < cols; ++i) {
-        float f;
-        std::memcpy(&f, p + 4 * i, 4);
-        out[i] = static_cast<T>(f);
-      }
-    }
-  }
-}
-
 // For each row r of the [rows, cols] weight `w` and each of the n inputs x[t] (rows of X, n x
 // cols): emit(t, r, w[r] . x[t]). Rows are split over the pool in blocks; each thread widens one
-// weight row at a time into its own buffer and dots it with every input.
+// block into its own buffer and dots it with every input, so a block is widened once however many
+// inputs there are.
 template <class T, class Emit>
 void ForEachRowDot(ThreadPool& pool, const TensorView& w, int rows, int cols, const T* X, int n,
                    const Emit& emit) {
   constexpr int kBlock = 16;
   std::vector<std::vector<T>> scratch(pool.size());
   pool.ParallelFor((rows + kBlock - 1) / kBlock, [&](int64_t task, int thread) {
-    std::vector<T>& row = scratch[thread];
-    row.resize(cols);
-    const int r1 = std::min<int>(rows, static_cast<int>(task + 1) * kBlock);
-    for (int r = static_cast<int>(task) * kBlock; r < r1; ++r) {
-      WidenRow(w, r, cols, row.data());
-      for (int t = 0; t < n; ++t) emit(t, r, Dot(row.data(), X + static_cast<size_t>(t) * cols, cols));
+    std::vector<T>& block = scratch[thread];
+    block.resize(static_cast<size_t>(kBlock) * cols);
+    const int r0 = static_cast<int>(task) * kBlock;
+    const int count = std::min(rows - r0, kBlock);
+    WidenRows(w, r0, count, cols, block.data());
+    T dots[kBlock];
+    for (int t = 0; t < n; ++t) {
+      DotRows(block.data(), count, cols, X + static_cast<size_t>(t) * cols, dots);
+      for (int j = 0; j < count; ++j) emit(t, r0 + j, dots[j]);
     }
   });
 }
@@ -168,7 +111,7 @@ double ReferenceModel::embedding_scale() const { return w_->embed_scale; }
 
 std::vector<double> ReferenceModel::ScaledEmbedding(int token) const {
   std::vector<double> row(config_.hidden);
-  WidenRow(*w_->embed, token, config_.hidden, row.data());
+  WidenRows(*w_->embed, token, 1, config_.hidden, row.data());
   for (double& x : row) x *= w_->embed_scale;
   return row;
 }
@@ -320,7 +263,7 @@ Status ReferenceModel::Forward(Cache<T>& cache, const int* ids, int n, const Ref
   std::vector<T> x(static_cast<size_t>(n) * H);
   for (int t = 0; t < n; ++t) {
     T* xt = x.data() + static_cast<size_t>(t) * H;
-    WidenRow(*w.embed, ids[t], H, xt);
+    WidenRows(*w.embed, ids[t], 1, H, xt);
     for (int i = 0; i < H; ++i) xt[i] *= static_cast<T>(w.embed_scale);
   }
 
@@ -339,7 +282,7 @@ Status ReferenceModel::Forward(Cache<T>& cache, const int* ids, int n, const Ref
         for (int k = 0; k < P; ++k) slice[k] *= ctx_scale;
         RmsNorm(slice, P, w.ple_proj_norm.data(), eps);
       }
-      WidenRow(*w.ple_table, ids[t], static_cast<int>(LP), tok.data());
+      WidenRows(*w.ple_table, ids[t], 1, static_cast<int>(LP), tok.data());
       for (size_t k = 0; k < LP; ++k)
         ctx[k] = (ctx[k] + tok[k] * static_cast<T>(w.ple_scale)) * mix_scale;
     }
