@@ -87,9 +87,7 @@ TEST_F(ConstrainedGeneration, GreedyAndSampledOutputsAreCompleteValidJson) {
     go.stop_ids = {eos};
     go.constraint = &c;
     if (run > 0) {
-      go.sampling.temperature = 1.0f + 0.1f * run;
-      go.sampling.seed = run;
-      go.sampling.has_seed = true;
+      go.sampling = SeededSampling(1.0f + 0.1f * run, run);
       go.sampling.top_k = run % 3 == 0 ? 40 : 0;
       go.sampling.logit_bias[258 + run] = 5.0f;
     }
@@ -145,9 +143,7 @@ TEST_F(ConstrainedGeneration, SchedulerRowsAreConstrainedAndUnsatisfiableEndsWit
     const bool tight = i == 5;
     req.max_new_tokens = tight ? 15 : 300;
     req.stop_ids = {eos};
-    req.sampling.temperature = i % 2 ? 0.0f : 1.3f;
-    req.sampling.seed = i;
-    req.sampling.has_seed = true;
+    req.sampling = SeededSampling(i % 2 ? 0.0f : 1.3f, i);
     req.constraint = std::make_shared<TokenConstraint>(
         trie, SchemaAutomaton(tight ? R"({"type":"array","items":{"type":"integer"},"minItems":20})" : kPersonSchema));
     constraints.push_back(req.constraint);

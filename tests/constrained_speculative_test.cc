@@ -234,10 +234,7 @@ TEST_F(ConstrainedSpeculation, SampledOutputsStayInsideTheGrammar) {
   Scheduler scheduler(*model_, so);
   int completed = 0;
   for (uint64_t seed = 0; seed < 3; ++seed) {
-    SamplingParams sp;
-    sp.temperature = 1.2f;
-    sp.seed = seed;
-    sp.has_seed = true;
+    const SamplingParams sp = SeededSampling(1.2f, seed);
     const std::vector<SequenceOutcome> out = RunAll(scheduler, cases, sp, -1, 150);
     for (size_t i = 0; i < cases.size(); ++i) {
       // Whatever was drawn, a fresh recogniser accepts it, and a "stop" is a complete output.
@@ -340,10 +337,7 @@ TEST_F(ConstrainedSpeculation, GenerateSpeculativeSampledOutputsStayInsideTheGra
   int completed = 0;
   int64_t accepted = 0;
   for (uint64_t seed = 0; seed < 2; ++seed) {
-    SamplingParams sp;
-    sp.temperature = 1.2f;
-    sp.seed = seed;
-    sp.has_seed = true;
+    const SamplingParams sp = SeededSampling(1.2f, seed);
     NgramDrafter ngram(1, 3);
     auto self = DraftModelDrafter::Create(*model_, vocab, sp, 256, 8);
     ASSERT_TRUE(self.ok()) << self.status().message();

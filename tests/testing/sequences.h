@@ -13,6 +13,15 @@
 
 namespace g4 {
 
+// Sampling at `temperature` from a fixed seed, so a sampled run repeats.
+inline SamplingParams SeededSampling(float temperature, uint64_t seed) {
+  SamplingParams sp;
+  sp.temperature = temperature;
+  sp.seed = seed;
+  sp.has_seed = true;
+  return sp;
+}
+
 struct SequenceOutcome {
   std::vector<int> tokens;
   std::vector<TokenInfo> infos;  // one per token: its logprobs, when the request asked
