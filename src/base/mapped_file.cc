@@ -72,6 +72,14 @@ void MappedFile::AdviseRandom() const {
   if (data_) ::madvise(const_cast<uint8_t*>(data_), size_, MADV_RANDOM);
 }
 
+void MappedFile::AdviseWillNeed(const void* p, size_t n) {
+  if (!p || n == 0) return;
+  static const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + n;
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);  // advice: errors ignored
+}
+
 namespace {
 
 // The jump target of the CopyFromMapping running on this thread, if any.

@@ -40,6 +40,9 @@ template <class T, class Emit>
 void ForEachRowDot(ThreadPool& pool, const TensorView& w, int rows, int cols, const T* X, int n,
                    const Emit& emit) {
   constexpr int kBlock = 16;
+  // The weights are read once, front to back: on a checkpoint larger than the page cache, ask
+  // for all of them now rather than one read-ahead window per page fault.
+  MappedFile::AdviseWillNeed(w.data, static_cast<size_t>(rows) * cols * DTypeSize(w.dtype));
   std::vector<std::vector<T>> scratch(pool.size());
   pool.ParallelFor((rows + kBlock - 1) / kBlock, [&](int64_t task, int thread) {
     std::vector<T>& block = scratch[thread];
