@@ -1,12 +1,15 @@
 #include "reference/row_products.h"
 
 #include <cstring>
+#include <vector>
 
 #include "base/half.h"
 
 namespace g4::reference {
 namespace {
 
+// Every f16 bit pattern as float: a table, because the scalar conversion is too slow to run on
+// each weight of every product.
 const float* F16Table() {
   static const std::vector<float> table = [] {
     std::vector<float> t(65536);
