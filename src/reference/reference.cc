@@ -32,24 +32,42 @@ T GeluTanh(T x) {
   return T(0.5) * x * (T(1) + std::tanh(c * (x + static_cast<T>(0.044715) * x * x * x)));
 }
 
+// A weight matrix as the reference reads it: the checkpoint's rows, or the rows a caller put in
+// their place (ReferenceOptions::replace_rows).
+struct Matrix {
+  const TensorView* stored = nullptr;
+  RowReader replaced;
+};
+
+// Rows [first, first + rows) of `m` widened to T. Replaced rows come as floats and widen exactly.
+template <class T>
+void Widen(const Matrix& m, int64_t first, int rows, int cols, T* out) {
+  if (!m.replaced) return WidenRows(*m.stored, first, rows, cols, out);
+  thread_local std::vector<float> floats;
+  floats.resize(static_cast<size_t>(rows) * cols);
+  m.replaced(first, rows, floats.data());
+  for (size_t i = 0; i < floats.size(); ++i) out[i] = static_cast<T>(floats[i]);
+}
+
 // For each row r of the [rows, cols] weight `w` and each of the n inputs x[t] (rows of X, n x
 // cols): emit(t, r, w[r] . x[t]). Rows are split over the pool in blocks; each thread widens one
 // block into its own buffer and dots it with every input, so a block is widened once however many
 // inputs there are.
 template <class T, class Emit>
-void ForEachRowDot(ThreadPool& pool, const TensorView& w, int rows, int cols, const T* X, int n,
+void ForEachRowDot(ThreadPool& pool, const Matrix& w, int rows, int cols, const T* X, int n,
                    const Emit& emit) {
   constexpr int kBlock = 16;
   // The weights are read once, front to back: on a checkpoint larger than the page cache, ask
   // for all of them now rather than one read-ahead window per page fault.
-  MappedFile::AdviseWillNeed(w.data, static_cast<size_t>(rows) * cols * DTypeSize(w.dtype));
+  if (!w.replaced)
+    MappedFile::AdviseWillNeed(w.stored->data, static_cast<size_t>(rows) * cols * DTypeSize(w.stored->dtype));
   std::vector<std::vector<T>> scratch(pool.size());
   pool.ParallelFor((rows + kBlock - 1) / kBlock, [&](int64_t task, int thread) {
     std::vector<T>& block = scratch[thread];
     block.resize(static_cast<size_t>(kBlock) * cols);
     const int r0 = static_cast<int>(task) * kBlock;
     const int count = std::min(rows - r0, kBlock);
-    WidenRows(w, r0, count, cols, block.data());
+    Widen(w, r0, count, cols, block.data());
     T dots[kBlock];
     for (int t = 0; t < n; ++t) {
       DotRows(block.data(), count, cols, X + static_cast<size_t>(t) * cols, dots);
@@ -60,7 +78,7 @@ void ForEachRowDot(ThreadPool& pool, const TensorView& w, int rows, int cols, co
 
 // Y (n x rows) = X (n x cols) times w^T.
 template <class T>
-void MatMul(ThreadPool& pool, const TensorView& w, int rows, int cols, const T* X, int n, T* Y) {
+void MatMul(ThreadPool& pool, const Matrix& w, int rows, int cols, const T* X, int n, T* Y) {
   ForEachRowDot(pool, w, rows, cols, X, n,
                 [&](int t, int r, T value) { Y[static_cast<size_t>(t) * rows + r] = value; });
 }
@@ -88,14 +106,15 @@ template void ApplyRope<float>(float*, int, int, double, int);
 struct ReferenceModel::Weights {
   struct Layer {
     std::vector<float> input_norm, post_attn_norm, pre_ff_norm, post_ff_norm, q_norm, k_norm;
-    const TensorView *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr;  // k/v null if shared
-    const TensorView *gate = nullptr, *up = nullptr, *down = nullptr;
-    const TensorView *ple_gate = nullptr, *ple_proj = nullptr;
+    Matrix q, k, v, o;  // k/v unset if shared
+    Matrix gate, up, down;
+    Matrix ple_gate, ple_proj;
     std::vector<float> ple_norm;
     double scalar = 1;
   };
   std::unique_ptr<TensorStore> store;  // the mapping every view points into
-  const TensorView *embed = nullptr, *ple_table = nullptr, *ple_model_proj = nullptr;
+  Matrix embed, ple_model_proj;
+  const TensorView* ple_table = nullptr;  // never replaced: the engine keeps it as stored
   std::vector<float> final_norm, ple_proj_norm;
   double embed_scale = 1, ple_scale = 1;
   std::vector<Layer> layers;
@@ -114,7 +133,7 @@ double ReferenceModel::embedding_scale() const { return w_->embed_scale; }
 
 std::vector<double> ReferenceModel::ScaledEmbedding(int token) const {
   std::vector<double> row(config_.hidden);
-  WidenRows(*w_->embed, token, 1, config_.hidden, row.data());
+  Widen(w_->embed, token, 1, config_.hidden, row.data());
   for (double& x : row) x *= w_->embed_scale;
   return row;
 }
@@ -141,8 +160,8 @@ double ScaleInDType(double value, DType dtype) {
 
 class TensorReader {
  public:
-  TensorReader(const TensorStore& store, std::string prefix)
-      : store_(store), prefix_(std::move(prefix)) {}
+  TensorReader(const TensorStore& store, std::string prefix, const ReferenceOptions& options)
+      : store_(store), prefix_(std::move(prefix)), options_(options) {}
 
   Result<const TensorView*> View(const std::string& name, std::vector<int64_t> shape) const {
     const TensorView* t = store_.Find(prefix_ + name);
@@ -159,6 +178,15 @@ class TensorReader {
     return t;
   }
 
+  // A weight matrix: the checkpoint's view (checked as above), and the caller's rows in its place
+  // when options.replace_rows has them.
+  Result<Matrix> Weight(const std::string& name, std::vector<int64_t> shape) const {
+    Matrix m;
+    G4_ASSIGN_OR_RETURN(m.stored, View(name, std::move(shape)));
+    if (options_.replace_rows) m.replaced = options_.replace_rows(name);
+    return m;
+  }
+
   // Small vectors only (norms, the layer scalar): copied as float.
   Status Read(const std::string& name, std::vector<int64_t> shape, std::vector<float>* out) const {
     G4_ASSIGN_OR_RETURN(const TensorView* t, View(name, std::move(shape)));
@@ -170,6 +198,7 @@ class TensorReader {
  private:
   const TensorStore& store_;
   std::string prefix_;
+  const ReferenceOptions& options_;
 };
 
 }  // namespace
@@ -188,17 +217,17 @@ Result<std::unique_ptr<ReferenceModel>> ReferenceModel::Load(const std::string& 
       prefix = "model.language_model.";
       break;
     }
-  const TensorReader rd(*w.store, prefix);
+  const TensorReader rd(*w.store, prefix, options);
   const ReferenceConfig& c = m->config_;
   const int64_t H = c.hidden, V = c.vocab, P = c.ple_dim, L = static_cast<int64_t>(c.layers.size());
 
-  G4_ASSIGN_OR_RETURN(w.embed, rd.View("embed_tokens.weight", {V, H}));
+  G4_ASSIGN_OR_RETURN(w.embed, rd.Weight("embed_tokens.weight", {V, H}));
   G4_RETURN_IF_ERROR(rd.Read("norm.weight", {H}, &w.final_norm));
-  w.embed_scale = ScaleInDType(std::sqrt(static_cast<double>(H)), w.embed->dtype);
+  w.embed_scale = ScaleInDType(std::sqrt(static_cast<double>(H)), w.embed.stored->dtype);
   if (P > 0) {
     G4_ASSIGN_OR_RETURN(w.ple_table, rd.View("embed_tokens_per_layer.weight", {V, L * P}));
     w.ple_scale = ScaleInDType(std::sqrt(static_cast<double>(P)), w.ple_table->dtype);
-    G4_ASSIGN_OR_RETURN(w.ple_model_proj, rd.View("per_layer_model_projection.weight", {L * P, H}));
+    G4_ASSIGN_OR_RETURN(w.ple_model_proj, rd.Weight("per_layer_model_projection.weight", {L * P, H}));
     G4_RETURN_IF_ERROR(rd.Read("per_layer_projection_norm.weight", {P}, &w.ple_proj_norm));
   }
   for (int i = 0; i < L; ++i) {
@@ -211,27 +240,27 @@ Result<std::unique_ptr<ReferenceModel>> ReferenceModel::Load(const std::string& 
     G4_RETURN_IF_ERROR(rd.Read(p + "post_attention_layernorm.weight", {H}, &ly.post_attn_norm));
     G4_RETURN_IF_ERROR(rd.Read(p + "pre_feedforward_layernorm.weight", {H}, &ly.pre_ff_norm));
     G4_RETURN_IF_ERROR(rd.Read(p + "post_feedforward_layernorm.weight", {H}, &ly.post_ff_norm));
-    G4_ASSIGN_OR_RETURN(ly.q, rd.View(p + "self_attn.q_proj.weight", {q_dim, H}));
+    G4_ASSIGN_OR_RETURN(ly.q, rd.Weight(p + "self_attn.q_proj.weight", {q_dim, H}));
     G4_RETURN_IF_ERROR(rd.Read(p + "self_attn.q_norm.weight", {hd}, &ly.q_norm));
-    G4_ASSIGN_OR_RETURN(ly.o, rd.View(p + "self_attn.o_proj.weight", {H, q_dim}));
+    G4_ASSIGN_OR_RETURN(ly.o, rd.Weight(p + "self_attn.o_proj.weight", {H, q_dim}));
     if (f.kv_source == i) {
       // Shared layers' stored k_proj/v_proj/k_norm are never read (spec §2.3).
-      G4_ASSIGN_OR_RETURN(ly.k, rd.View(p + "self_attn.k_proj.weight", {kv_dim, H}));
+      G4_ASSIGN_OR_RETURN(ly.k, rd.Weight(p + "self_attn.k_proj.weight", {kv_dim, H}));
       G4_RETURN_IF_ERROR(rd.Read(p + "self_attn.k_norm.weight", {hd}, &ly.k_norm));
       if (f.k_eq_v) {
         if (w.store->Find(prefix + p + "self_attn.v_proj.weight"))
           return Status::Errorf("tensor ", prefix, p,
                                 "self_attn.v_proj.weight present on a K=V layer (expected none)");
       } else {
-        G4_ASSIGN_OR_RETURN(ly.v, rd.View(p + "self_attn.v_proj.weight", {kv_dim, H}));
+        G4_ASSIGN_OR_RETURN(ly.v, rd.Weight(p + "self_attn.v_proj.weight", {kv_dim, H}));
       }
     }
-    G4_ASSIGN_OR_RETURN(ly.gate, rd.View(p + "mlp.gate_proj.weight", {I, H}));
-    G4_ASSIGN_OR_RETURN(ly.up, rd.View(p + "mlp.up_proj.weight", {I, H}));
-    G4_ASSIGN_OR_RETURN(ly.down, rd.View(p + "mlp.down_proj.weight", {H, I}));
+    G4_ASSIGN_OR_RETURN(ly.gate, rd.Weight(p + "mlp.gate_proj.weight", {I, H}));
+    G4_ASSIGN_OR_RETURN(ly.up, rd.Weight(p + "mlp.up_proj.weight", {I, H}));
+    G4_ASSIGN_OR_RETURN(ly.down, rd.Weight(p + "mlp.down_proj.weight", {H, I}));
     if (P > 0) {
-      G4_ASSIGN_OR_RETURN(ly.ple_gate, rd.View(p + "per_layer_input_gate.weight", {P, H}));
-      G4_ASSIGN_OR_RETURN(ly.ple_proj, rd.View(p + "per_layer_projection.weight", {H, P}));
+      G4_ASSIGN_OR_RETURN(ly.ple_gate, rd.Weight(p + "per_layer_input_gate.weight", {P, H}));
+      G4_ASSIGN_OR_RETURN(ly.ple_proj, rd.Weight(p + "per_layer_projection.weight", {H, P}));
       G4_RETURN_IF_ERROR(rd.Read(p + "post_per_layer_input_norm.weight", {H}, &ly.ple_norm));
     }
     std::vector<float> scalar;
@@ -266,7 +295,7 @@ Status ReferenceModel::Forward(Cache<T>& cache, const int* ids, int n, const Ref
   std::vector<T> x(static_cast<size_t>(n) * H);
   for (int t = 0; t < n; ++t) {
     T* xt = x.data() + static_cast<size_t>(t) * H;
-    WidenRows(*w.embed, ids[t], 1, H, xt);
+    Widen(w.embed, ids[t], 1, H, xt);
     for (int i = 0; i < H; ++i) xt[i] *= static_cast<T>(w.embed_scale);
   }
 
@@ -276,7 +305,7 @@ Status ReferenceModel::Forward(Cache<T>& cache, const int* ids, int n, const Ref
     const T ctx_scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(H)));
     const T mix_scale = static_cast<T>(1.0 / std::sqrt(2.0));
     ple.resize(n * LP);
-    MatMul(pool, *w.ple_model_proj, L * P, H, x.data(), n, ple.data());
+    MatMul(pool, w.ple_model_proj, L * P, H, x.data(), n, ple.data());
     std::vector<T> tok(LP);
     for (int t = 0; t < n; ++t) {
       T* ctx = ple.data() + t * LP;
@@ -301,7 +330,7 @@ Status ReferenceModel::Forward(Cache<T>& cache, const int* ids, int n, const Ref
     a = x;
     for (int t = 0; t < n; ++t) RmsNorm(a.data() + static_cast<size_t>(t) * H, H, ly.input_norm.data(), eps);
     q.resize(static_cast<size_t>(n) * q_dim);
-    MatMul(pool, *ly.q, q_dim, H, a.data(), n, q.data());
+    MatMul(pool, ly.q, q_dim, H, a.data(), n, q.data());
     for (int t = 0; t < n; ++t)
       for (int h = 0; h < nq; ++h) {
         T* qh = q.data() + static_cast<size_t>(t) * q_dim + h * hd;
@@ -310,13 +339,13 @@ Status ReferenceModel::Forward(Cache<T>& cache, const int* ids, int n, const Ref
       }
     if (f.kv_source == l) {
       std::vector<T> k_raw(static_cast<size_t>(n) * kv_dim), v_raw;
-      MatMul(pool, *ly.k, kv_dim, H, a.data(), n, k_raw.data());
+      MatMul(pool, ly.k, kv_dim, H, a.data(), n, k_raw.data());
       // §5: on K=V layers V is the RAW k_proj output, normed separately below.
       if (f.k_eq_v) {
         v_raw = k_raw;
       } else {
         v_raw.resize(k_raw.size());
-        MatMul(pool, *ly.v, kv_dim, H, a.data(), n, v_raw.data());
+        MatMul(pool, ly.v, kv_dim, H, a.data(), n, v_raw.data());
       }
       std::vector<T>& K = cache.k[l];
       std::vector<T>& V = cache.v[l];
@@ -376,7 +405,7 @@ Status ReferenceModel::Forward(Cache<T>& cache, const int* ids, int n, const Ref
         }
     }
     y.resize(static_cast<size_t>(n) * H);
-    MatMul(pool, *ly.o, H, q_dim, attn.data(), n, y.data());
+    MatMul(pool, ly.o, H, q_dim, attn.data(), n, y.data());
     for (int t = 0; t < n; ++t) {
       T* yt = y.data() + static_cast<size_t>(t) * H;
       RmsNorm(yt, H, ly.post_attn_norm.data(), eps);
@@ -388,10 +417,10 @@ Status ReferenceModel::Forward(Cache<T>& cache, const int* ids, int n, const Ref
     for (int t = 0; t < n; ++t) RmsNorm(m.data() + static_cast<size_t>(t) * H, H, ly.pre_ff_norm.data(), eps);
     gate.resize(static_cast<size_t>(n) * I);
     up.resize(gate.size());
-    MatMul(pool, *ly.gate, I, H, m.data(), n, gate.data());
-    MatMul(pool, *ly.up, I, H, m.data(), n, up.data());
+    MatMul(pool, ly.gate, I, H, m.data(), n, gate.data());
+    MatMul(pool, ly.up, I, H, m.data(), n, up.data());
     for (size_t k = 0; k < gate.size(); ++k) gate[k] = GeluTanh(gate[k]) * up[k];
-    MatMul(pool, *ly.down, H, I, gate.data(), n, y.data());
+    MatMul(pool, ly.down, H, I, gate.data(), n, y.data());
     for (int t = 0; t < n; ++t) {
       T* yt = y.data() + static_cast<size_t>(t) * H;
       RmsNorm(yt, H, ly.post_ff_norm.data(), eps);
@@ -402,13 +431,13 @@ Status ReferenceModel::Forward(Cache<T>& cache, const int* ids, int n, const Ref
     if (P > 0) {
       g.resize(static_cast<size_t>(n) * P);
       z.resize(static_cast<size_t>(n) * H);
-      MatMul(pool, *ly.ple_gate, P, H, x.data(), n, g.data());
+      MatMul(pool, ly.ple_gate, P, H, x.data(), n, g.data());
       for (int t = 0; t < n; ++t)
         for (int k = 0; k < P; ++k) {
           T& gk = g[static_cast<size_t>(t) * P + k];
           gk = GeluTanh(gk) * ple[t * LP + static_cast<size_t>(l) * P + k];
         }
-      MatMul(pool, *ly.ple_proj, H, P, g.data(), n, z.data());
+      MatMul(pool, ly.ple_proj, H, P, g.data(), n, z.data());
       for (int t = 0; t < n; ++t) {
         T* zt = z.data() + static_cast<size_t>(t) * H;
         RmsNorm(zt, H, ly.ple_norm.data(), eps);
@@ -433,7 +462,7 @@ Status ReferenceModel::Forward(Cache<T>& cache, const int* ids, int n, const Ref
   const size_t base = logits->size();
   logits->resize(base + n_out, std::vector<double>(c.vocab));
   const T cap = static_cast<T>(c.softcap);
-  ForEachRowDot(pool, *w.embed, c.vocab, H, h.data(), n_out, [&](int t, int v, T acc) {
+  ForEachRowDot(pool, w.embed, c.vocab, H, h.data(), n_out, [&](int t, int v, T acc) {
     if (c.softcap > 0) acc = cap * std::tanh(acc / cap);
     (*logits)[base + t][v] = static_cast<double>(acc);
   });

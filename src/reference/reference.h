@@ -19,6 +19,7 @@
 // Widening bf16/f16/f32 to T is exact.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -57,9 +58,19 @@ Result<ReferenceConfig> ReadReferenceConfig(const std::string& dir);
 // The same from config.json text; `path` names it in errors.
 Result<ReferenceConfig> ParseReferenceConfig(const std::string& text, const std::string& path);
 
+// Writes rows [first, first + rows) of one weight matrix as floats, row after row. Called from
+// several threads at once.
+using RowReader = std::function<void(int64_t first, int rows, float* out)>;
+
 struct ReferenceOptions {
   bool ignore_layer_scalar = false;  // for the test that layer_scalar matters
   int threads = 0;                   // 0 = one per hardware thread
+  // Weights to run on in place of the checkpoint's, matrix by matrix: given a matrix's name under
+  // the text prefix ("layers.0.mlp.up_proj.weight", "embed_tokens.weight", which is also the LM
+  // head), a reader of its rows, or an empty one to keep the checkpoint's. For checking an engine
+  // against the quantized weights it really holds (g4 validate); everything else (config, norms,
+  // scales, the PLE table) stays the checkpoint's, and the arithmetic stays the reference's.
+  std::function<RowReader(const std::string& name)> replace_rows;
 };
 
 // Test probes, honoured by Logits<double> only.

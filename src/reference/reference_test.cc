@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <mutex>
 
 #include "base/mapped_file.h"
 #include "io/safetensors.h"
@@ -419,6 +420,84 @@ TEST(ReferenceStreaming, ThreadsAndChunksGiveBitIdenticalLogits) {
           }
         }
       }
+    }
+  }
+}
+
+// ReferenceOptions::replace_rows (g4 validate's held-weights oracle): every matrix is offered to
+// it by name, and rows it supplies are the rows the reference multiplies with. The checkpoint's
+// own rows handed back through readers give the same bits as reading the mapping.
+TEST(ReferenceReplaceRows, CheckpointRowsThroughReadersGiveTheSameBits) {
+  const std::vector<int> ids = LcgPrompt(20, 512, 3);
+  for (const std::string preset : {"e2b", "e4b", "12b"}) {
+    const std::string dir = TinyCheckpoint(preset, Fast());
+    auto store = TensorStore::OpenDir(dir);
+    ASSERT_TRUE(store.ok());
+    std::string prefix = "model.";
+    if ((*store)->Find("model.language_model.embed_tokens.weight")) prefix = "model.language_model.";
+    auto base_model = ReferenceModel::Load(dir);
+    ASSERT_TRUE(base_model.ok());
+    auto base = (*base_model)->Logits<double>(ids);
+    ASSERT_TRUE(base.ok());
+
+    std::vector<std::string> asked;
+    std::mutex mu;
+    ReferenceOptions through;
+    through.replace_rows = [&](const std::string& name) -> RowReader {
+      const TensorView* t = (*store)->Find(prefix + name);
+      if (!t || t->shape.size() != 2) return nullptr;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        asked.push_back(name);
+      }
+      const int64_t cols = t->shape[1];
+      return [t, cols](int64_t first, int rows, float* out) {
+        for (int64_t i = 0; i < rows * cols; ++i) out[i] = static_cast<float>(t->ValueAt(first * cols + i));
+      };
+    };
+    auto model = ReferenceModel::Load(dir, through);
+    ASSERT_TRUE(model.ok());
+    auto got = (*model)->Logits<double>(ids);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(*got, *base) << preset;
+    // The embedding (input rows and LM head), the PLE projections and every layer's matrices.
+    const auto has = [&](const std::string& n) { return std::count(asked.begin(), asked.end(), n) == 1; };
+    EXPECT_TRUE(has("embed_tokens.weight")) << preset;
+    EXPECT_TRUE(has("layers.0.self_attn.q_proj.weight") && has("layers.0.self_attn.o_proj.weight") &&
+                has("layers.0.self_attn.k_proj.weight") && has("layers.0.mlp.down_proj.weight"))
+        << preset;
+    const int layers = static_cast<int>((*base_model)->layers().size());
+    EXPECT_TRUE(has("layers." + std::to_string(layers - 1) + ".mlp.up_proj.weight")) << preset;
+    if ((*base_model)->config().ple_dim > 0) {
+      EXPECT_TRUE(has("per_layer_model_projection.weight") && has("layers.0.per_layer_input_gate.weight") &&
+                  has("layers.0.per_layer_projection.weight"))
+          << preset;
+    }
+    EXPECT_FALSE(has("embed_tokens_per_layer.weight")) << preset << ": the PLE table stays the checkpoint's";
+
+    // Rows a reader changes are used: the embedding's rows halved change the input and the LM
+    // head; one layer's down_proj zeroed changes that layer's MLP output.
+    for (const std::string changed : {"embed_tokens.weight", "layers.1.mlp.down_proj.weight"}) {
+      ReferenceOptions altered = through;
+      altered.replace_rows = [&, changed](const std::string& name) -> RowReader {
+        RowReader plain = through.replace_rows(name);
+        if (name != changed) return plain;
+        const bool zero = changed != "embed_tokens.weight";
+        const int64_t cols = (*store)->Find(prefix + name)->shape[1];
+        return [plain, zero, cols](int64_t first, int rows, float* out) {
+          plain(first, rows, out);
+          for (int64_t i = 0; i < rows * cols; ++i) out[i] = zero ? 0.0f : out[i] * 0.5f;
+        };
+      };
+      auto m2 = ReferenceModel::Load(dir, altered);
+      ASSERT_TRUE(m2.ok());
+      auto changed_logits = (*m2)->Logits<double>(ids);
+      ASSERT_TRUE(changed_logits.ok());
+      double max_diff = 0;
+      for (size_t t = 0; t < ids.size(); ++t)
+        for (size_t v = 0; v < (*base)[t].size(); ++v)
+          max_diff = std::max(max_diff, std::abs((*changed_logits)[t][v] - (*base)[t][v]));
+      EXPECT_GT(max_diff, 1e-3) << preset << " " << changed;
     }
   }
 }
