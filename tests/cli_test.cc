@@ -13,7 +13,9 @@
 #include "model/arch/gemma4.h"
 #include "model/architecture.h"
 #include "model/forward.h"
+#include "model/kv_cache.h"
 #include "model/loader.h"
+#include "model/random_prompt.h"
 #include "model/synth.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
@@ -24,6 +26,21 @@ namespace g4 {
 namespace {
 
 using RunResult = G4RunResult;
+
+// The median the bench reports (odd counts: the middle; even: the mean of the middle two).
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+// `g4 bench --json` on the tiny e2b checkpoint (vocab 512) with `flags`: the parsed report.
+nlohmann::json TinyBenchReport(const std::string& flags) {
+  const RunResult run = RunG4("bench --model " + TinyCheckpoint("e2b", {.vocab = 512}) + " " + flags + " --json",
+                              /*merge_stderr=*/false);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  return run.exit_code == 0 ? nlohmann::json::parse(run.output) : nlohmann::json::object();
+}
 
 TEST(Cli, RunJsonMatchesTheLibraryAndLogitsWritesNpy) {
   const std::string dir = TinyCheckpoint("e4b");
@@ -279,13 +296,9 @@ TEST(Cli, BenchWarmsUpFirstUnlessAskedNot) {
 // the report's tok/s, paired bandwidth fractions and context ratios all follow from the windows
 // it lists (recomputed here: 5 tokens in windows of 2 make 2 + 2 + 1 per repetition).
 TEST(Cli, BenchPairsDecodeWindowsWithReadsAndContexts) {
-  const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
-  RunResult run = RunG4("bench --model " + dir +
-                            " --threads 1 --prefill 8 --contexts 12 0 --decode-tokens 5 --window 2 "
-                            "--reps 2 --chunk 8 --mem-bw-mib 16 --json",
-                        /*merge_stderr=*/false);
-  ASSERT_EQ(run.exit_code, 0) << run.output;
-  const auto j = nlohmann::json::parse(run.output);
+  const auto j = TinyBenchReport(
+      "--threads 1 --prefill 8 --contexts 12 0 --decode-tokens 5 --window 2 --reps 2 --chunk 8 --mem-bw-mib 16");
+  ASSERT_TRUE(j.contains("decode_windows_by_ctx"));
   EXPECT_EQ(j["decode_window_tokens"], 2);
   const auto tok0 = j["decode_windows_by_ctx"]["0"]["tok_s"].get<std::vector<double>>();
   const auto tok12 = j["decode_windows_by_ctx"]["12"]["tok_s"].get<std::vector<double>>();
@@ -293,19 +306,15 @@ TEST(Cli, BenchPairsDecodeWindowsWithReadsAndContexts) {
   ASSERT_EQ(tok0.size(), 6u);
   ASSERT_EQ(tok12.size(), 6u);
   ASSERT_EQ(read0.size(), 6u);
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;  // even counts here
-  };
   std::vector<double> ratios, fractions;
   const double gb_per_token = j["weight_bytes_per_token"].get<double>() / 1e9;
   for (size_t k = 0; k < 6; ++k) {
     ratios.push_back(tok12[k] / tok0[k]);
     fractions.push_back(tok0[k] * gb_per_token / read0[k]);
   }
-  EXPECT_NEAR(j["decode_ctx_ratio_by_ctx"]["12"].get<double>(), median(ratios), 1e-9);
+  EXPECT_NEAR(j["decode_ctx_ratio_by_ctx"]["12"].get<double>(), Median(ratios), 1e-9);
   EXPECT_DOUBLE_EQ(j["decode_ctx_ratio_by_ctx"]["0"].get<double>(), 1.0);
-  EXPECT_NEAR(j["decode_read_fraction"].get<double>(), median(fractions), 1e-9);
+  EXPECT_NEAR(j["decode_read_fraction"].get<double>(), Median(fractions), 1e-9);
   EXPECT_EQ(j["decode_read_fraction"], j["decode_read_fraction_by_ctx"]["0"]);
   // tok/s of a repetition = its 5 tokens over the sum of its windows' seconds; the best is kept.
   const int per_window[3] = {2, 2, 1};
@@ -319,6 +328,64 @@ TEST(Cli, BenchPairsDecodeWindowsWithReadsAndContexts) {
     EXPECT_NEAR(j["decode_tok_s_by_ctx"][key].get<double>(), best, 1e-9 * best) << key;
   }
   EXPECT_GE(j["weight_read_gb_s"].get<double>(), *std::max_element(read0.begin(), read0.end()));
+}
+
+// g4 bench --streams decodes N sequences a row each per forward pass: every count listed, in
+// order, with its windows paired with a prefill; the first stream's batched tokens are those of
+// its prompt decoded here alone, and the bench's own check of every stream agrees.
+TEST(Cli, BenchStreamsDecodesSequencesBatchedInTurnsWithPrefill) {
+  const auto report = TinyBenchReport(
+      "--threads 1 --prefill 8 --contexts 6 --decode-tokens 7 --window 3 --streams 3 1 --chunk 8 --mem-bw-mib 16");
+  ASSERT_TRUE(report.contains("streams"));
+  const auto& s = report["streams"];
+  EXPECT_EQ(s["context"], 6);
+  EXPECT_EQ(s["prefill_tokens"], 8);
+  ASSERT_EQ(s["by_streams"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& row = s["by_streams"][i];
+    const int n = i == 0 ? 3 : 1;
+    EXPECT_EQ(row["streams"], n);
+    // One untimed step, then 6 timed steps in windows of 3.
+    const auto agg = row["window_aggregate_tok_s"].get<std::vector<double>>();
+    const auto pre = row["window_prefill_tok_s"].get<std::vector<double>>();
+    ASSERT_EQ(agg.size(), 2u);
+    ASSERT_EQ(pre.size(), 2u);
+    std::vector<double> ratios;
+    for (size_t k = 0; k < 2; ++k) ratios.push_back(agg[k] / pre[k]);
+    EXPECT_NEAR(row["aggregate_over_prefill"].get<double>(), Median(ratios), 1e-9);
+    // n tokens a step: the aggregate over both windows is 6n tokens over their seconds.
+    const double total = 6.0 * n / (3.0 * n / agg[0] + 3.0 * n / agg[1]);
+    EXPECT_NEAR(row["aggregate_tok_s"].get<double>(), total, 1e-9 * total);
+    EXPECT_NEAR(row["per_stream_tok_s"].get<double>(), total / n, 1e-9 * total);
+  }
+  const auto& check = s["greedy_check"];
+  EXPECT_EQ(check["streams"], 3);
+  EXPECT_EQ(check["tokens"], 9);
+  EXPECT_EQ(check["matching"], 9);
+
+  // Stream 0's prompt (seed 1000: 6 tokens of context, then the first token fed), decoded here
+  // in one prefill and single rows.
+  const std::string dir = TinyCheckpoint("e2b", {.vocab = 512});
+  auto model = LoadModel(dir);
+  ASSERT_TRUE(model.ok());
+  const std::vector<int> prompt = RandomPromptIds(7, 512, 1000);
+  KvCache cache((*model)->plan(), 16, 8);
+  Activations act;
+  std::vector<float> logits(512);
+  std::vector<BatchRow> rows;
+  for (int i = 0; i < 7; ++i) rows.push_back({prompt[i], i, &cache, i == 6});
+  std::vector<int> expected;
+  for (int t = 0; t < 3; ++t) {
+    ASSERT_TRUE((*model)->Forward(rows, act, logits.data()).ok());
+    expected.push_back(static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
+    rows = {{expected.back(), 7 + t, &cache, true}};
+  }
+  EXPECT_EQ(check["first_stream_batched"].get<std::vector<int>>(), expected);
+
+  EXPECT_NE(RunG4("bench --model " + dir + " --streams 0").exit_code, 0);
+  RunResult tp = RunG4("bench --model " + dir + " --streams 2 --tp 2");
+  EXPECT_NE(tp.exit_code, 0);
+  EXPECT_NE(tp.output.find("--streams is measured without --tp"), std::string::npos) << tp.output;
 }
 
 }  // namespace

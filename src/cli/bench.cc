@@ -54,6 +54,9 @@ void AddBenchOptions(CLI::App& app, BenchFlags& f) {
                  "also decode with the output held to this JSON schema file (or json_object), "
                  "alternating with plain decode (with --spec, also speculative decode held to it), "
                  "and time the token masks");
+  app.add_option("--streams", f.streams,
+                 "also decode N sequences batched (one row each per forward pass), for each N "
+                 "listed: aggregate tok/s against the prefill rate of the longest --prefill, in turns");
   AddSpecOptions(app, f.spec);
 }
 
@@ -76,6 +79,9 @@ Status CheckBenchFlags(BenchFlags& f) {
   f.chunk = std::max(1, f.chunk);
   G4_RETURN_IF_ERROR(CheckSpecFlags(f.spec));
   if (f.spec.enabled() && f.tp > 1) return Status::Error("--spec is measured without --tp");
+  for (int n : f.streams)
+    if (n < 1) return Status::Error("--streams counts must be >= 1");
+  if (!f.streams.empty() && f.tp > 1) return Status::Error("--streams is measured without --tp");
   if (!f.json_schema.empty()) {
     if (f.tp > 1) return Status::Error("--json-schema is measured without --tp");
     G4_ASSIGN_OR_RETURN(f.json_schema_gbnf, BenchSchemaGbnf(f.json_schema));
@@ -113,7 +119,8 @@ Result<double> DecodeSeconds(Model& model, KvCache& cache, Activations& act,
   return timer.Seconds();
 }
 
-// Prefill of `ids` into an empty cache in chunks; returns seconds until the last row's logits.
+}  // namespace
+
 Result<double> PrefillSeconds(Model& model, KvCache& cache, Activations& act,
                               std::vector<float>& logits, const std::vector<int>& ids, int chunk) {
   cache.Reset();
@@ -129,6 +136,8 @@ Result<double> PrefillSeconds(Model& model, KvCache& cache, Activations& act,
   ArgMax(logits.data(), model.plan().vocab);
   return timer.Seconds();
 }
+
+namespace {
 
 // The first pass after a load pays for first touches: the activation buffers' and the cache's
 // pages, and weights and tables not yet in any cache or TLB. Measured here: E2B q4 pp512 109-137
@@ -266,6 +275,10 @@ Status BenchModel(const BenchFlags& f, Model& model, Communicator* comm, BenchFa
     G4_ASSIGN_OR_RETURN(setup, MakeSpecSetup(f.spec, model, SamplingParams{}, max_ctx, options, comm));
     G4_ASSIGN_OR_RETURN(spec, BenchSpeculative(f, model, setup, ids));
   }
+  nlohmann::json streams;
+  if (!f.streams.empty()) {
+    G4_ASSIGN_OR_RETURN(streams, BenchStreams(f, model, cache, ids));
+  }
   nlohmann::json constrained;
   if (!f.json_schema.empty()) {
     G4_ASSIGN_OR_RETURN(constrained, BenchSchema(f, model, setup.drafter ? &setup : nullptr, ids));
@@ -274,12 +287,14 @@ Status BenchModel(const BenchFlags& f, Model& model, Communicator* comm, BenchFa
   nlohmann::json j = BenchJson(f, model, comm, facts, prefill, decode);
   if (f.spec.enabled()) j["speculative"] = spec;
   if (!f.json_schema.empty()) j["constrained"] = constrained;
+  if (!f.streams.empty()) j["streams"] = streams;
   if (f.json_out) {
     std::printf("%s\n", j.dump().c_str());
   } else {
     PrintBenchTable(f, facts, j);
     if (f.spec.enabled()) PrintSpecTable(spec);
     if (!f.json_schema.empty()) PrintSchemaTable(constrained);
+    if (!f.streams.empty()) PrintStreamsTable(streams);
   }
   return OkStatus();
 }

@@ -11,6 +11,7 @@
 #include "base/thread_pool.h"
 #include "cli/spec_flags.h"
 #include "model/forward.h"
+#include "model/kv_cache.h"
 
 namespace g4::cli {
 
@@ -25,6 +26,7 @@ struct BenchFlags {
   std::string json_schema;  // --json-schema: adds decode held to a schema (bench_schema.cc),
                             // with --spec also speculative decode held to it
   std::string json_schema_gbnf;  // its grammar, compiled before the model loads
+  std::vector<int> streams;      // --streams: adds batched decode of N sequences (bench_streams.cc)
 };
 
 // ---- bench_memory.cc
@@ -65,6 +67,10 @@ struct DecodeTimes {
   std::vector<std::vector<double>> window_tok_s, window_read_gb_s;
 };
 
+// Prefill of `ids` into an empty `cache` in chunks of `chunk` rows; seconds until the last row's logits.
+Result<double> PrefillSeconds(Model& model, KvCache& cache, Activations& act, std::vector<float>& logits,
+                              const std::vector<int>& ids, int chunk);
+
 // ---- bench_report.cc
 
 struct BenchFacts {
@@ -89,6 +95,16 @@ void PrintBenchTable(const BenchFlags& flags, const BenchFacts& facts, const nlo
 Result<nlohmann::json> BenchSpeculative(const BenchFlags& flags, Model& model, SpecSetup& setup,
                                         const std::vector<int>& ids);
 void PrintSpecTable(const nlohmann::json& spec);
+
+// ---- bench_streams.cc
+
+// Aggregate greedy decode of each --streams count of sequences, one row each per forward pass,
+// after the first --contexts tokens of context, in turns with a prefill of the longest --prefill
+// length into `prefill_cache` (sized for it); and the largest count's first window checked
+// against each sequence decoded alone: the JSON object under "streams".
+Result<nlohmann::json> BenchStreams(const BenchFlags& flags, Model& model, KvCache& prefill_cache,
+                                    const std::vector<int>& ids);
+void PrintStreamsTable(const nlohmann::json& streams);
 
 // ---- bench_schema.cc
 

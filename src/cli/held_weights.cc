@@ -1,6 +1,7 @@
 #include "cli/held_weights.h"
 
 #include <algorithm>
+#include <string>
 
 #include "kernels/quantize.h"
 #include "model/loader.h"
@@ -24,9 +25,14 @@ Result<std::unique_ptr<HeldWeights>> HeldWeights::Load(const std::string& source
     for (const PlannedTensor& t : PlanTensors(full, model->plan())) {
       if (!t.held() || t.spec->kind != TensorKind::kMatrix) continue;
       const WeightMatrix* m = t.spec->matrix(weights, t.layer);
-      held->cols_[t.name] = t.shape[1];
+      if (m->rows != t.slice.n_rows || m->cols != t.slice.n_cols)
+        return Status::Error("held weights: " + t.name + " is " + std::to_string(m->rows) + "x" +
+                             std::to_string(m->cols) + " on rank " + std::to_string(rank) + ", its slice " +
+                             std::to_string(t.slice.n_rows) + "x" + std::to_string(t.slice.n_cols));
+      Held& matrix = held->matrices_[t.name];
+      matrix.cols = t.shape[1];
       const Piece piece{m, t.slice.row_begin, t.slice.n_rows, t.slice.col_begin, t.slice.n_cols};
-      auto& pieces = held->pieces_[t.name];
+      auto& pieces = matrix.pieces;
       const bool seen = std::any_of(pieces.begin(), pieces.end(), [&](const Piece& p) {
         return p.row_begin == piece.row_begin && p.n_rows == piece.n_rows && p.col_begin == piece.col_begin &&
                p.n_cols == piece.n_cols;
@@ -36,29 +42,26 @@ Result<std::unique_ptr<HeldWeights>> HeldWeights::Load(const std::string& source
     held->ranks_.push_back(std::move(model));
   }
   // Matrices every rank holds as the checkpoint stores them need no reader.
-  for (auto it = held->pieces_.begin(); it != held->pieces_.end();) {
-    const bool quantized = std::any_of(it->second.begin(), it->second.end(), [](const Piece& p) {
+  for (auto it = held->matrices_.begin(); it != held->matrices_.end();) {
+    const auto& pieces = it->second.pieces;
+    const bool quantized = std::any_of(pieces.begin(), pieces.end(), [](const Piece& p) {
       return p.matrix->type == WeightType::kQ8 || p.matrix->type == WeightType::kQ4;
     });
-    it = quantized ? std::next(it) : held->pieces_.erase(it);
+    it = quantized ? std::next(it) : held->matrices_.erase(it);
   }
   return held;
 }
 
 reference::RowReader HeldWeights::Rows(const std::string& name) const {
-  const auto it = pieces_.find(name);
-  if (it == pieces_.end()) return nullptr;
-  const std::vector<Piece>* pieces = &it->second;
-  const int64_t cols = cols_.at(name);
-  return [pieces, cols](int64_t first, int rows, float* out) {
-    std::vector<float> row;
-    for (const Piece& p : *pieces) {
+  const auto it = matrices_.find(name);
+  if (it == matrices_.end()) return nullptr;
+  const Held* held = &it->second;
+  return [held](int64_t first, int rows, float* out) {
+    for (const Piece& p : held->pieces) {
       const int64_t begin = std::max(first, p.row_begin), end = std::min(first + rows, p.row_begin + p.n_rows);
-      row.resize(static_cast<size_t>(p.n_cols));
-      for (int64_t r = begin; r < end; ++r) {
-        DequantizeRowTo(*p.matrix, static_cast<int>(r - p.row_begin), row.data());
-        std::copy(row.begin(), row.end(), out + (r - first) * cols + p.col_begin);
-      }
+      // A piece's row is p.n_cols (= its matrix's cols) wide: dequantized straight into place.
+      for (int64_t r = begin; r < end; ++r)
+        DequantizeRowTo(*p.matrix, static_cast<int>(r - p.row_begin), out + (r - first) * held->cols + p.col_begin);
     }
   };
 }

@@ -36,7 +36,7 @@ class HeldWeights {
   reference::RowReader Rows(const std::string& name) const;
 
   // How many matrices are held in another format than the checkpoint's.
-  int replaced_count() const { return static_cast<int>(pieces_.size()); }
+  int replaced_count() const { return static_cast<int>(matrices_.size()); }
 
  private:
   HeldWeights() = default;
@@ -45,9 +45,12 @@ class HeldWeights {
     const WeightMatrix* matrix = nullptr;
     int64_t row_begin = 0, n_rows = 0, col_begin = 0, n_cols = 0;
   };
+  struct Held {
+    int64_t cols = 0;  // the whole matrix's width
+    std::vector<Piece> pieces;
+  };
   std::vector<std::unique_ptr<Model>> ranks_;
-  std::map<std::string, std::vector<Piece>> pieces_;  // only matrices held quantized somewhere
-  std::map<std::string, int64_t> cols_;               // the whole matrix's width
+  std::map<std::string, Held> matrices_;  // only matrices held quantized somewhere
 };
 
 }  // namespace g4::cli

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "base/stopwatch.h"
 #include "cli/cli_util.h"
@@ -413,8 +414,7 @@ int RunValidate(int argc, char** argv) {
   // the probe runs; what the quantization costs is measured against the checkpoint's weights.
   Timings t;
   const bool quantized = quant == WeightType::kQ8 || quant == WeightType::kQ4;
-  Result<Oracle> oracle = Status::Errorf("no oracle");
-  Result<Oracle> checkpoint = Status::Errorf("no oracle");
+  std::optional<Oracle> oracle, checkpoint;
   {
     const Stopwatch oracle_timer;
     std::unique_ptr<HeldWeights> held;
@@ -423,14 +423,16 @@ int RunValidate(int argc, char** argv) {
       if (!loaded.ok()) return Fail("validate", loaded.status().WithContext("loading the target's weights for the oracle"));
       held = std::move(*loaded);
     }
-    oracle = ReferenceOracle(f.model_dir, req, f.threads, held.get(), /*full=*/true);
-    if (!oracle.ok()) return Fail("validate", oracle.status().WithContext("the oracle could not run"));
+    auto ran = ReferenceOracle(f.model_dir, req, f.threads, held.get(), /*full=*/true);
+    if (!ran.ok()) return Fail("validate", ran.status().WithContext("the oracle could not run"));
+    oracle = std::move(*ran);
     t.oracle_seconds = oracle_timer.Seconds();
   }
   if (quantized) {
     const Stopwatch checkpoint_timer;
-    checkpoint = ReferenceOracle(f.model_dir, req, f.threads, nullptr, /*full=*/false);
-    if (!checkpoint.ok()) return Fail("validate", checkpoint.status().WithContext("the oracle could not run"));
+    auto ran = ReferenceOracle(f.model_dir, req, f.threads, nullptr, /*full=*/false);
+    if (!ran.ok()) return Fail("validate", ran.status().WithContext("the oracle could not run"));
+    checkpoint = std::move(*ran);
     t.checkpoint_oracle_seconds = checkpoint_timer.Seconds();
   }
 
@@ -445,7 +447,7 @@ int RunValidate(int argc, char** argv) {
       got->greedy.size() != req.greedy.size())
     return Fail("validate", Status::Errorf(target, " answered with vocab ", got->vocab, " / ", got->greedy.size(),
                                            " greedy results; the checkpoint has vocab ", V));
-  return Judge(f, target, quant, window, req, *oracle, quantized ? &*checkpoint : nullptr, *got, t);
+  return Judge(f, target, quant, window, req, *oracle, checkpoint ? &*checkpoint : nullptr, *got, t);
 }
 
 }  // namespace
