@@ -23,7 +23,6 @@ namespace {
 
 struct Stream {
   std::unique_ptr<KvCache> cache;
-  std::vector<int> prompt;  // context tokens, then the first token to feed
   int token = 0;            // next token to feed
   std::vector<int> out;     // greedy tokens decoded so far
 };
@@ -38,35 +37,28 @@ Result<std::vector<Stream>> StartStreams(const BenchFlags& f, Model& model, Acti
   for (int s = 0; s < n; ++s) {
     Stream& st = streams[s];
     st.cache = std::make_unique<KvCache>(plan, ctx + f.decode_tokens + 1, f.chunk, KvTypeOf(f.kv_type));
-    st.prompt = RandomPromptIds(ctx + 1, plan.vocab, 1000 + first + s);
-    if (ctx > 0) {
-      const std::vector<int> context(st.prompt.begin(), st.prompt.begin() + ctx);
-      G4_RETURN_IF_ERROR(PrefillSeconds(model, *st.cache, act, logits, context, f.chunk).status());
-    }
-    st.token = st.prompt[ctx];
+    // Context tokens, then the first token to feed.
+    std::vector<int> prompt = RandomPromptIds(ctx + 1, plan.vocab, 1000 + first + s);
+    st.token = prompt.back();
+    prompt.pop_back();
+    if (ctx > 0) G4_RETURN_IF_ERROR(PrefillSeconds(model, *st.cache, act, logits, prompt, f.chunk).status());
   }
   return streams;
 }
 
 // One greedy step of every stream in one forward pass, a row each.
-Status StepStreams(Model& model, std::vector<Stream*>& streams, Activations& act, std::vector<float>& logits) {
+Status StepStreams(Model& model, std::vector<Stream>& streams, Activations& act, std::vector<float>& logits) {
   const int V = model.plan().vocab;
   std::vector<BatchRow> rows;
   rows.reserve(streams.size());
-  for (Stream* s : streams) rows.push_back(BatchRow{s->token, s->cache->n_past(), s->cache.get(), true});
+  for (Stream& s : streams) rows.push_back(BatchRow{s.token, s.cache->n_past(), s.cache.get(), true});
   logits.resize(rows.size() * static_cast<size_t>(V));
   G4_RETURN_IF_ERROR(model.Forward(rows, act, logits.data()));
   for (size_t r = 0; r < streams.size(); ++r) {
-    streams[r]->token = static_cast<int>(ArgMax(logits.data() + r * V, V));
-    streams[r]->out.push_back(streams[r]->token);
+    streams[r].token = static_cast<int>(ArgMax(logits.data() + r * V, V));
+    streams[r].out.push_back(streams[r].token);
   }
   return OkStatus();
-}
-
-std::vector<Stream*> Pointers(std::vector<Stream>& streams) {
-  std::vector<Stream*> p;
-  for (Stream& s : streams) p.push_back(&s);
-  return p;
 }
 
 // The first `tokens` greedy tokens of every stream batched, and each stream alone: how many agree.
@@ -76,13 +68,11 @@ Result<nlohmann::json> CheckAgainstSingleStreams(const BenchFlags& f, Model& mod
                                                  int ctx, int tokens) {
   std::vector<float> logits;
   G4_ASSIGN_OR_RETURN(std::vector<Stream> batched, StartStreams(f, model, act, 0, n, ctx));
-  auto all = Pointers(batched);
-  for (int t = 0; t < tokens; ++t) G4_RETURN_IF_ERROR(StepStreams(model, all, act, logits));
+  for (int t = 0; t < tokens; ++t) G4_RETURN_IF_ERROR(StepStreams(model, batched, act, logits));
   int matching = 0;
   for (int s = 0; s < n; ++s) {
     G4_ASSIGN_OR_RETURN(std::vector<Stream> alone, StartStreams(f, model, act, s, 1, ctx));
-    auto one = Pointers(alone);
-    for (int t = 0; t < tokens; ++t) G4_RETURN_IF_ERROR(StepStreams(model, one, act, logits));
+    for (int t = 0; t < tokens; ++t) G4_RETURN_IF_ERROR(StepStreams(model, alone, act, logits));
     for (int t = 0; t < tokens; ++t) matching += alone[0].out[t] == batched[s].out[t];
   }
   return nlohmann::json{
@@ -106,15 +96,14 @@ Result<nlohmann::json> BenchStreams(const BenchFlags& f, Model& model, KvCache& 
 
   for (int n : f.streams) {
     G4_ASSIGN_OR_RETURN(std::vector<Stream> streams, StartStreams(f, model, act, 0, n, ctx));
-    auto all = Pointers(streams);
-    G4_RETURN_IF_ERROR(StepStreams(model, all, act, logits));  // untimed: sizes the buffers for n rows
+    G4_RETURN_IF_ERROR(StepStreams(model, streams, act, logits));  // untimed: sizes the buffers for n rows
     std::vector<double> aggregate, prefill, ratios;
     double seconds = 0;
     int steps = 0;
     for (int done = 1; done < f.decode_tokens; done += window) {
       const int k = std::min(window, f.decode_tokens - done);
       const Stopwatch timer;
-      for (int t = 0; t < k; ++t) G4_RETURN_IF_ERROR(StepStreams(model, all, act, logits));
+      for (int t = 0; t < k; ++t) G4_RETURN_IF_ERROR(StepStreams(model, streams, act, logits));
       const double s = timer.Seconds();
       seconds += s;
       steps += k;

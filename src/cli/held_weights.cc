@@ -1,7 +1,6 @@
 #include "cli/held_weights.h"
 
 #include <algorithm>
-#include <string>
 
 #include "kernels/quantize.h"
 #include "model/loader.h"
@@ -26,9 +25,8 @@ Result<std::unique_ptr<HeldWeights>> HeldWeights::Load(const std::string& source
       if (!t.held() || t.spec->kind != TensorKind::kMatrix) continue;
       const WeightMatrix* m = t.spec->matrix(weights, t.layer);
       if (m->rows != t.slice.n_rows || m->cols != t.slice.n_cols)
-        return Status::Error("held weights: " + t.name + " is " + std::to_string(m->rows) + "x" +
-                             std::to_string(m->cols) + " on rank " + std::to_string(rank) + ", its slice " +
-                             std::to_string(t.slice.n_rows) + "x" + std::to_string(t.slice.n_cols));
+        return Status::Errorf("held weights: ", t.name, " is ", m->rows, "x", m->cols, " on rank ", rank,
+                              ", its slice ", t.slice.n_rows, "x", t.slice.n_cols);
       Held& matrix = held->matrices_[t.name];
       matrix.cols = t.shape[1];
       const Piece piece{m, t.slice.row_begin, t.slice.n_rows, t.slice.col_begin, t.slice.n_cols};
