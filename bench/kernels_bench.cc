@@ -221,7 +221,8 @@ void BM_AttendPrefill(benchmark::State& state) {
 
 BENCHMARK(BM_Attention)->ArgsProduct({{256}, {512}, {0, 1}, {1, 96}, {0, 1, 2}})->UseRealTime();
 BENCHMARK(BM_Attention)->ArgsProduct({{512}, {2048}, {0, 1}, {1, 96}, {0, 1, 2}})->UseRealTime();
-BENCHMARK(BM_AttendPrefill)->ArgsProduct({{64}, {2048, 8192, 32768}, {0, 1}, {2}})->UseRealTime();
+// rows 1: a decode row at depth (AttendLoneRow, keys split over the threads).
+BENCHMARK(BM_AttendPrefill)->ArgsProduct({{1, 64}, {2048, 8192, 32768}, {0, 1, 2}, {2}})->UseRealTime();
 
 }  // namespace
 }  // namespace g4

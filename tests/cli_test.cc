@@ -186,6 +186,10 @@ TEST(Cli, BenchMeasuresEveryContextOnceInOrder) {
   EXPECT_GT(by_ctx["0"].get<double>(), 0);
   EXPECT_GT(by_ctx["12"].get<double>(), 0);
   EXPECT_EQ(j["decode_tok_s"], by_ctx["0"]);
+  // The prefill that filled context 12 is reported as a rate at that length; context 0 had none.
+  const auto& fill = j["context_fill_tok_s_by_ctx"];
+  ASSERT_EQ(fill.size(), 1u) << fill.dump();
+  EXPECT_GT(fill["12"].get<double>(), 0);
   RunResult text = RunG4("bench" + flags);
   ASSERT_EQ(text.exit_code, 0) << text.output;
   const size_t at12 = text.output.find("decode at ctx 12:"),
@@ -194,6 +198,8 @@ TEST(Cli, BenchMeasuresEveryContextOnceInOrder) {
   ASSERT_NE(at0, std::string::npos) << text.output;
   EXPECT_LT(at12, at0);
   EXPECT_EQ(text.output.find("decode at ctx 12:", at12 + 1), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("prefill filling ctx 12"), std::string::npos) << text.output;
+  EXPECT_EQ(text.output.find("prefill filling ctx 0 "), std::string::npos) << text.output;
 }
 
 // The format in the report is the one the weights are in: a packed artifact's own, whatever

@@ -59,6 +59,9 @@ struct PrefillTimes {
 struct DecodeTimes {
   nlohmann::json tok_s = nlohmann::json::object();              // best, by context
   nlohmann::json comm_ms_per_token = nlohmann::json::object();  // in collectives, same runs
+  // The prefill that filled each context > 0 before its decode (best of --reps): the prefill rate
+  // at that length, measured at no extra cost.
+  nlohmann::json fill_tok_s = nlohmann::json::object();
   double collectives_per_token = 0;
   int window = 0;       // tokens per turn
   size_t kv_bytes = 0;  // every context's cache

@@ -97,6 +97,7 @@ nlohmann::json BenchJson(const BenchFlags& flags, Model& model, const Communicat
                            ? prefill.tok_s["512"]
                            : prefill.tok_s[std::to_string(flags.prefill_lengths.back())];
   j["decode_tok_s_by_ctx"] = decode.tok_s;
+  j["context_fill_tok_s_by_ctx"] = decode.fill_tok_s;
   j["decode_tok_s"] = decode.tok_s.contains("0") ? decode.tok_s["0"] : decode.tok_s.begin().value();
   if (decode.tok_s.contains("2048")) j["decode_tok_s_ctx2048"] = decode.tok_s["2048"];
   if (facts.tensor_parallel) {
@@ -133,6 +134,8 @@ void PrintBenchTable(const BenchFlags& flags, const BenchFacts& facts, const nlo
   std::printf("  %-34s %10.3f s\n",
               ("time to first token (pp" + std::to_string(flags.prefill_lengths.front()) + ")").c_str(),
               j["ttft_s"].get<double>());
+  for (auto& [ctx, v] : j["context_fill_tok_s_by_ctx"].items())
+    std::printf("  prefill filling ctx %-14s %10.2f tok/s\n", ctx.c_str(), v.get<double>());
   for (auto& [ctx, v] : j["decode_tok_s_by_ctx"].items()) {
     std::printf("  decode tg%-4d at ctx %-14s %10.2f tok/s\n", flags.decode_tokens, ctx.c_str(),
                 v.get<double>());
