@@ -59,10 +59,10 @@ function repetitivePrompt(i) {
 // One streaming request. TTFT: until the first event that carries text (a token), so a server
 // that sends headers or an empty first event early is not credited for it. Tokens: the usage
 // the server reports at the end, else the events that carried text.
-async function one(url, i, { length = promptTokens, generate = maxTokens, signal } = {}) {
+async function one(url, i, { length = promptTokens, generate = maxTokens, text = repetitive, signal } = {}) {
   const t0 = performance.now();
   // Distinct prompts (token ids), so no request reuses another's cache.
-  const prompt = repetitive && length === promptTokens ? repetitivePrompt(i)
+  const prompt = text ? repetitivePrompt(i)
     : [2, ...Array.from({ length: length - 1 }, (_, k) => 1000 + ((i * 7919 + k * 104729) % 200000))];
   const res = await fetch(url + '/v1/completions', {
     method: 'POST',
@@ -159,7 +159,7 @@ async function measure(engine, slots, requests) {
   const longClient = longPrompt ? (async () => {
     for (let k = 0; !stopLong.signal.aborted; ++k) {
       try {
-        longResults.push(await one(server.url, 2000000 + k, { length: longPrompt, generate: longMaxTokens, signal: stopLong.signal }));
+        longResults.push(await one(server.url, 2000000 + k, { length: longPrompt, generate: longMaxTokens, text: false, signal: stopLong.signal }));
       } catch (e) {
         if (!stopLong.signal.aborted) throw e;
       }
