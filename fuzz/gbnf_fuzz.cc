@@ -1,7 +1,7 @@
 // Fuzzes the GBNF parser and the recogniser (src/grammar/): any bytes as a `grammar` request field
 // must parse or give an error (never crash, hang or exhaust the stack); a grammar that parses is
 // run over the bytes after the first NUL (or a fixed probe), with undo and copies checked against
-// a fresh recogniser.
+// a fresh recogniser. Limits on the automaton stop grammars whose parse stacks multiply.
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -22,7 +22,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (g.status().message().empty()) std::abort();
     return 0;
   }
-  auto automaton = std::make_shared<g4::grammar::Automaton>(std::move(g).value());
+  g4::grammar::AutomatonLimits automaton_limits;  // the fuzzer's time (30 s an input), not the server's
+  automaton_limits.max_step_frames = 1 << 14;
+  automaton_limits.max_nodes = 1 << 18;
+  auto automaton = std::make_shared<g4::grammar::Automaton>(std::move(g).value(), automaton_limits);
   g4::grammar::Recognizer r(automaton);
   size_t accepted = 0;
   for (char c : input.substr(0, 256)) {

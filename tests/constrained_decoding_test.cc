@@ -69,6 +69,10 @@ TEST(ConstrainedDecoding, RealVocabularyMasksMatchBruteForce) {
                 prefix, allowed, mask_ms, trie->nodes(), build_ms);
   }
   EXPECT_EQ(checked, 5 * vocab);
+  // Every token walked from five states: far inside the automaton's limits (AutomatonLimits).
+  EXPECT_FALSE(automaton->exhausted()) << automaton->exhausted_reason();
+  std::printf("automaton: %zu states, %zu stack frames, %zu frames visited\n", automaton->states(),
+              automaton->nodes(), automaton->frames_visited());
 }
 
 class ConstrainedGeneration : public TinyModelTest {};
@@ -163,6 +167,54 @@ TEST_F(ConstrainedGeneration, SchedulerRowsAreConstrainedAndUnsatisfiableEndsWit
       EXPECT_EQ(o.result.finish_reason, "length") << text;
     }
   }
+}
+
+// A grammar whose parse stacks double with each "a" (the bias makes the model pick "a" every
+// time): the recogniser stops at its limit and generation ends with that reason, in Generate and
+// in the scheduler, instead of hanging or emitting a token the grammar may not allow.
+TEST_F(ConstrainedGeneration, ExhaustedGrammarEndsWithItsReason) {
+  ASSERT_NE(model_, nullptr);
+  const int eos = 1;
+  const int a = 2 + 'a';
+  auto trie = TinyTrie(model_->plan().vocab, eos);
+  const std::string kDoubling = "root ::= s\ns ::= \"a\" s \"x\" | \"a\" s \"y\" | \"\"\n";
+  auto automaton = [&] {
+    auto g = grammar::ParseGbnf(kDoubling);
+    return std::make_shared<Automaton>(std::move(g).value());
+  };
+  {
+    TokenConstraint c(trie, automaton());
+    KvCache cache(model_->plan(), 256, 64);
+    GenerateOptions go;
+    go.max_new_tokens = 200;
+    go.stop_ids = {eos};
+    go.constraint = &c;
+    go.sampling.logit_bias[a] = 100.0f;
+    auto r = Generate(*model_, cache, {2, 3}, go);
+    ASSERT_FALSE(r.ok());
+    EXPECT_TRUE(c.automaton().exhausted());
+    EXPECT_EQ(r.status().message(), c.automaton().exhausted_reason());
+  }
+  SchedulerOptions so;
+  so.parallel = 2;
+  so.context = 256;
+  Scheduler scheduler(*model_, so);
+  SequenceRunner runner;
+  SequenceRequest req;
+  req.prompt = {2, 3};
+  req.max_new_tokens = 200;
+  req.stop_ids = {eos};
+  req.sampling.logit_bias[a] = 100.0f;
+  req.constraint = std::make_shared<TokenConstraint>(trie, automaton());
+  auto constraint = req.constraint;
+  runner.Wire(req);
+  ASSERT_EQ(scheduler.Submit(std::move(req)).admission, Admission::kAccepted);
+  SequenceOutcome o = runner.future.get();
+  EXPECT_EQ(o.result.finish_reason, "error");
+  EXPECT_EQ(o.result.error, constraint->automaton().exhausted_reason());
+  EXPECT_FALSE(o.result.error.empty());
+  EXPECT_LT(o.tokens.size(), 40u);
+  for (int t : o.tokens) EXPECT_EQ(t, a);
 }
 
 }  // namespace

@@ -106,6 +106,59 @@ TEST(GbnfParser, ErrorsSayWhere) {
   EXPECT_TRUE(Matches("root ::= (\"c\"{0,2}){2,} \"d\"\n", "cccd"));
 }
 
+// `s ::= "a" s "x" | "a" s "y" | ""` has 2^n parse stacks after n "a"s: the automaton must stop
+// at a limit and say why (the fuzzer found such a grammar hanging the recogniser), while the
+// same grammar still works for inputs inside the limits.
+TEST(Recognizer, ExponentialAmbiguityStopsAtALimitWithAReason) {
+  const std::string kDoubling = "root ::= s\ns ::= \"a\" s \"x\" | \"a\" s \"y\" | \"\"\n";
+  {
+    auto g = ParseGbnf(kDoubling);
+    ASSERT_TRUE(g.ok());
+    auto automaton = std::make_shared<Automaton>(std::move(g).value());
+    Recognizer r(automaton);
+    EXPECT_TRUE(r.AcceptAll("aayx"));
+    EXPECT_TRUE(r.IsComplete());
+    Recognizer deep(automaton);
+    size_t accepted = 0;
+    while (accepted < 64 && deep.Accept('a')) ++accepted;
+    EXPECT_GE(accepted, 8u);   // 2^8 stacks are well inside the default limits
+    EXPECT_LT(accepted, 40u);  // 2^40 are not: it stopped
+    ASSERT_TRUE(automaton->exhausted());
+    EXPECT_NE(automaton->exhausted_reason().find("the grammar is too ambiguous or too wide to follow"), std::string::npos)
+        << automaton->exhausted_reason();
+    // Transitions computed before the limit still hold; new ones are dead.
+    Recognizer again(automaton);
+    EXPECT_TRUE(again.AcceptAll("aayx"));
+    EXPECT_FALSE(again.Accept('a'));
+  }
+  // Each limit on its own, on grammars it alone stops.
+  struct Case {
+    std::string gbnf;
+    AutomatonLimits limits;
+    std::string what;
+  };
+  AutomatonLimits frames, nodes, states, stacks, total;
+  frames.max_step_frames = 100;
+  total.max_total_frames = 150;
+  nodes.max_nodes = 50;
+  states.max_states = 10;
+  stacks.max_state_frames = 200;
+  for (const Case& c : {Case{kDoubling, frames, "over 100 stack frames in one step"},
+                        Case{kDoubling, nodes, "over 50 parse stack frames"},
+                        Case{"root ::= [a-z]{0,100}\n", states, "over 10 parse states"},
+                        Case{kDoubling, stacks, "over 200 parse stacks in all states"},
+                        Case{"root ::= [a-z]{0,100}\n", total, "over 150 stack frames visited in all"}}) {
+    auto g = ParseGbnf(c.gbnf);
+    ASSERT_TRUE(g.ok());
+    auto automaton = std::make_shared<Automaton>(std::move(g).value(), c.limits);
+    Recognizer r(automaton);
+    size_t accepted = 0;
+    while (accepted < 100 && r.Accept('a')) ++accepted;
+    EXPECT_LT(accepted, 100u) << c.what;
+    EXPECT_NE(automaton->exhausted_reason().find(c.what), std::string::npos) << automaton->exhausted_reason();
+  }
+}
+
 TEST(Recognizer, PrefixesCopyAndUndo) {
   auto g = ParseGbnf("root ::= \"ab\" \"c\"*\n");
   ASSERT_TRUE(g.ok());

@@ -2,14 +2,23 @@
 
 #include <algorithm>
 
+#include "base/status.h"
+
 namespace g4::grammar {
 
-Automaton::Automaton(Grammar grammar) : g_(std::move(grammar)) {
+Automaton::Automaton(Grammar grammar, AutomatonLimits limits) : g_(std::move(grammar)), limits_(limits) {
   ++stamp_;
+  step_frames_ = 0;
   scratch_.clear();
   scratch_end_ = false;
   for (int alt : g_.rule_alternatives[g_.root]) Expand(alt, -1);
-  start_ = InternState();
+  start_ = exhausted() ? kDead : InternState();
+}
+
+void Automaton::Exhaust(const char* what, size_t limit) {
+  if (exhausted()) return;
+  exhausted_ = Str("the grammar is too ambiguous or too wide to follow: over ", limit, " ", what,
+                   " (rules that match the same text in many ways multiply the parse stacks)");
 }
 
 int Automaton::InternNode(int pos, int parent) {
@@ -17,6 +26,7 @@ int Automaton::InternNode(int pos, int parent) {
                        static_cast<uint32_t>(parent);
   const auto [it, inserted] = node_ids_.try_emplace(key, static_cast<int>(nodes_.size()));
   if (inserted) {
+    if (nodes_.size() >= limits_.max_nodes) Exhaust("parse stack frames", limits_.max_nodes);
     nodes_.push_back({pos, parent});
     visited_.push_back(0);
   }
@@ -28,6 +38,9 @@ void Automaton::Expand(int pos, int parent) {
   work_.clear();
   work_.push_back({pos, parent});
   while (!work_.empty()) {
+    if (++step_frames_ > limits_.max_step_frames) Exhaust("stack frames in one step", limits_.max_step_frames);
+    if (++total_frames_ > limits_.max_total_frames) Exhaust("stack frames visited in all", limits_.max_total_frames);
+    if (exhausted()) return;
     auto [p, par] = work_.back();
     work_.pop_back();
     const Element& e = g_.elements[p];
@@ -61,6 +74,11 @@ int Automaton::InternState() {
   auto& bucket = state_ids_[h];
   for (int id : bucket)
     if (can_end_[id] == scratch_end_ && state_tops_[id] == scratch_) return id;
+  if (state_tops_.size() >= limits_.max_states) Exhaust("parse states", limits_.max_states);
+  if (state_frames_ + scratch_.size() > limits_.max_state_frames)
+    Exhaust("parse stacks in all states", limits_.max_state_frames);
+  if (exhausted()) return kDead;
+  state_frames_ += scratch_.size();
   const int id = static_cast<int>(state_tops_.size());
   state_tops_.push_back(scratch_);
   can_end_.push_back(scratch_end_);
@@ -72,8 +90,9 @@ int Automaton::InternState() {
 }
 
 int Automaton::Compute(int state, uint8_t byte) {
-  if (state < 0) return kDead;
+  if (state < 0 || exhausted()) return kDead;
   ++stamp_;
+  step_frames_ = 0;
   scratch_.clear();
   scratch_end_ = false;
   const std::vector<int> tops = state_tops_[state];  // Expand may grow state_tops_'s owner
@@ -82,6 +101,7 @@ int Automaton::Compute(int state, uint8_t byte) {
     if (!g_.sets[g_.elements[n.pos].value].Has(byte)) continue;
     Expand(n.pos + 1, n.parent);
   }
+  if (exhausted()) return kDead;  // not memoised: nothing past the limit is computed again
   const int next = InternState();
   trans_[state][byte] = next;
   return next;

@@ -9,12 +9,19 @@
 // state x byte -> state are memoised in a table: after warm-up, accepting a byte is one array
 // read, and copying or undoing a recogniser is copying an int.
 //
+// Some grammars multiply their parse stacks with every byte (`s ::= "a" s "x" | "a" s "y" | ""`
+// has 2^n stacks after n "a"s), which no recogniser of this kind can follow in bounded time or
+// memory. Limits bound the automaton's growth; past one, it stops growing, every transition it has
+// not computed yet is dead, and exhausted() says why, so a request fails with that reason instead of
+// hanging the server.
+//
 // Not thread-safe: one Automaton belongs to one request (or one thread) at a time.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -23,11 +30,19 @@
 
 namespace g4::grammar {
 
+struct AutomatonLimits {
+  size_t max_step_frames = size_t{1} << 18;  // stack frames one transition may visit
+  size_t max_nodes = size_t{1} << 21;        // distinct stack frames, all states together
+  size_t max_states = size_t{1} << 16;       // distinct stack sets (each has a 1 KiB transition row)
+  size_t max_state_frames = size_t{1} << 24;  // the stack sets' sizes added up
+  size_t max_total_frames = size_t{1} << 30;  // frames visited by all transitions (time: seconds)
+};
+
 class Automaton {
  public:
   static constexpr int kDead = -1;
 
-  explicit Automaton(Grammar grammar);
+  explicit Automaton(Grammar grammar, AutomatonLimits limits = {});
 
   int start() const { return start_; }
   // The state after `byte`, or kDead if the grammar does not allow it.
@@ -43,9 +58,15 @@ class Automaton {
   // Complete, and no further byte is possible.
   bool Finished(int state) const { return state >= 0 && can_end_[state] && state_tops_[state].empty(); }
 
+  // A limit was reached: the automaton no longer grows and what it has not computed is dead.
+  bool exhausted() const { return !exhausted_.empty(); }
+  // Why, for the user ("the grammar is too ambiguous or too wide ..."); empty while not exhausted.
+  const std::string& exhausted_reason() const { return exhausted_; }
+
   const Grammar& grammar() const { return g_; }
   size_t states() const { return state_tops_.size(); }
   size_t nodes() const { return nodes_.size(); }
+  size_t frames_visited() const { return total_frames_; }
 
  private:
   static constexpr int kUnknown = -2;
@@ -59,7 +80,14 @@ class Automaton {
   void Expand(int pos, int parent);  // adds the tops reachable from (pos, parent) to scratch_
   int InternState();                 // the state for scratch_ (sorted, deduplicated)
 
+  void Exhaust(const char* what, size_t limit);
+
   Grammar g_;
+  AutomatonLimits limits_;
+  std::string exhausted_;
+  size_t step_frames_ = 0;   // frames visited by the current expansion step
+  size_t state_frames_ = 0;  // sum of state_tops_ sizes
+  size_t total_frames_ = 0;  // frames visited by every expansion so far
   std::vector<Node> nodes_;
   std::unordered_map<uint64_t, int> node_ids_;
   std::vector<std::vector<int>> state_tops_;

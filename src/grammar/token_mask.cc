@@ -132,8 +132,15 @@ void TokenConstraint::Rollback(size_t n) {
 
 bool TokenConstraint::IsStuck() {
   const uint64_t* mask = Mask();
+  // An exhausted automaton may have left out of the mask tokens the grammar allows.
+  if (automaton_->exhausted()) return true;
   const size_t words = (static_cast<size_t>(trie_->vocab()) + 63) / 64;
   return std::all_of(mask, mask + words, [](uint64_t w) { return w == 0; });
+}
+
+std::string TokenConstraint::StuckReason() const {
+  if (automaton_->exhausted()) return automaton_->exhausted_reason();
+  return "the grammar allows no token here (the vocabulary cannot spell what it expects)";
 }
 
 }  // namespace g4::grammar

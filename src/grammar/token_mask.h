@@ -70,8 +70,10 @@ class TokenConstraint {
   // Complete and nothing may follow (no byte is possible, or an end token was accepted).
   bool IsFinished() const { return ended_ || automaton_->Finished(state_); }
   // The grammar allows no token here (only possible when the vocabulary cannot spell what the
-  // grammar wants next).
+  // grammar wants next), or the automaton hit a limit (Automaton::exhausted): generation must
+  // stop with StuckReason().
   bool IsStuck();
+  std::string StuckReason() const;
 
   const TokenTrie& trie() const { return *trie_; }
   Automaton& automaton() { return *automaton_; }

@@ -97,5 +97,32 @@ TEST(TokenMask, RollbackRestoresTheState) {
   EXPECT_TRUE(Bit(c.Mask(), 0));
 }
 
+// A grammar whose parse stacks multiply: once the automaton hits a limit, the constraint is stuck
+// with the automaton's reason (its mask may lack tokens the grammar allows), never a hang.
+TEST(TokenMask, AnExhaustedAutomatonIsStuckWithItsReason) {
+  const std::vector<std::string> bytes = {"a", "x", "y", "aa", "<eos>"};
+  auto trie = std::make_shared<TokenTrie>(bytes, std::vector<char>{1, 1, 1, 1, 0}, std::vector<int>{4});
+  auto g = ParseGbnf("root ::= s\ns ::= \"a\" s \"x\" | \"a\" s \"y\" | \"\"\n");
+  ASSERT_TRUE(g.ok());
+  TokenConstraint c(trie, std::make_shared<Automaton>(std::move(g).value()));
+  EXPECT_FALSE(c.IsStuck());
+  int steps = 0;
+  while (!c.IsStuck() && steps < 100) {
+    ASSERT_TRUE(Bit(c.Mask(), 3));
+    ASSERT_TRUE(c.Accept(3));
+    ++steps;
+  }
+  EXPECT_LT(steps, 100);
+  EXPECT_TRUE(c.automaton().exhausted());
+  EXPECT_EQ(c.StuckReason(), c.automaton().exhausted_reason());
+
+  auto plain = ParseGbnf("root ::= \"b\"\n");  // no token spells "b"
+  ASSERT_TRUE(plain.ok());
+  TokenConstraint cannot_spell(trie, std::make_shared<Automaton>(std::move(plain).value()));
+  EXPECT_TRUE(cannot_spell.IsStuck());
+  EXPECT_FALSE(cannot_spell.automaton().exhausted());
+  EXPECT_NE(cannot_spell.StuckReason().find("the vocabulary cannot spell"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace g4::grammar

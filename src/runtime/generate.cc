@@ -52,7 +52,7 @@ Result<GenerateResult> Generate(Model& model, KvCache& cache, const std::vector<
   for (int step = 0; step < options.max_new_tokens; ++step) {
     grammar::TokenConstraint* constraint = options.constraint;
     if (constraint && constraint->IsStuck())
-      return Status::Error(kGrammarStuckError);
+      return Status::Error(constraint->StuckReason());
     int token = sampler.Sample(logits.data(), result.tokens, constraint ? constraint->Mask() : nullptr);
     // Tensor parallel: rank 0's choice is everyone's (an unseeded sampler differs per rank), and
     // so is its callback's decision to stop, or the other ranks would wait in the next Forward.

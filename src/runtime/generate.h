@@ -40,9 +40,8 @@ struct GenerateResult {
 };
 
 // How constrained generation fails (Generate, GenerateSpeculative, the scheduler): no token can
-// continue the grammar, or the sampler had to pick a token outside the mask.
-inline constexpr char kGrammarStuckError[] =
-    "the grammar allows no token here (the vocabulary cannot spell what it expects)";
+// continue the grammar (TokenConstraint::StuckReason), or the sampler had to pick a token outside
+// the mask.
 inline constexpr char kGrammarSuppressedError[] =
     "every token the grammar allows here has probability 0 (suppressed)";
 

@@ -468,7 +468,7 @@ void Scheduler::Step() {
     }
     const TokenInfo& info = infos[i];
     if (info.token < 0) {
-      Finish(slot, "error", kGrammarStuckError);
+      Finish(slot, "error", slot.request.constraint->StuckReason());
       continue;
     }
     // The mask allowed the token, so the grammar accepts it, unless every allowed token had

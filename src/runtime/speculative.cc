@@ -142,7 +142,7 @@ Result<GenerateResult> GenerateSpeculative(Model& model, KvCache& cache,
     const int64_t past = cache.n_past();
     draft.Clear();
     if (constraint && constraint->IsStuck())
-      return Status::Error(kGrammarStuckError);
+      return Status::Error(constraint->StuckReason());
     if (!prefilled) {
       // Room: every emitted token counts against max_new, every fed row against the context.
       const int n_max = static_cast<int>(std::min<int64_t>(

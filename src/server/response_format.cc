@@ -2,12 +2,16 @@
 
 #include "grammar/gbnf_parser.h"
 #include "grammar/json_schema.h"
+#include "grammar/recognizer.h"
 
 namespace g4 {
 
 Result<std::string> CheckedGbnf(const std::string& gbnf) {
   auto g = grammar::ParseGbnf(gbnf);
   if (!g.ok()) return g.status();
+  // A grammar too wide for the recogniser to even start is refused now, not at the first token.
+  const grammar::Automaton automaton(std::move(g).value());
+  if (automaton.exhausted()) return Status::Error(automaton.exhausted_reason());
   return gbnf;
 }
 

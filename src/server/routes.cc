@@ -163,8 +163,12 @@ bool BuildSequence(ServerState& s, ServingEngine& engine, const ApiRequest& r, s
       *error = MakeApiError(400, g.status().message(), "invalid_request_error", "", "response_format");
       return false;
     }
-    seq->constraint = std::make_shared<grammar::TokenConstraint>(
-        TokenTrieFor(s, engine), std::make_shared<grammar::Automaton>(std::move(g).value()));
+    auto automaton = std::make_shared<grammar::Automaton>(std::move(g).value());
+    if (automaton->exhausted()) {  // too wide to start: say so now rather than at the first token
+      *error = MakeApiError(400, automaton->exhausted_reason(), "invalid_request_error", "", "response_format");
+      return false;
+    }
+    seq->constraint = std::make_shared<grammar::TokenConstraint>(TokenTrieFor(s, engine), std::move(automaton));
   }
   seq->sampling = r.sampling;
   seq->stop_ids = ex->stop_ids;

@@ -168,6 +168,10 @@ test('unsupported schema keywords and bad grammars are 400s naming them', async 
   await assert.rejects(
     client.completions.create({ model: 'm', prompt: 'x', grammar: 'root ::= "a"\nroot ::= "b"\n' }),
     (e) => e.status === 400 && /line 2, column 1: rule 'root' is defined twice/.test(e.message) && e.param === 'grammar');
+  // 300000 optional items: every one is a possible first byte, too wide for the recogniser.
+  await assert.rejects(
+    client.completions.create({ model: 'm', prompt: 'x', grammar: 'root ::= (("a"?){10000}){30} "b"\n' }),
+    (e) => e.status === 400 && /too ambiguous or too wide to follow/.test(e.message) && e.param === 'grammar');
 });
 
 const defaultModel = path.join(assets, 'models/default');
