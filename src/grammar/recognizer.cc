@@ -6,7 +6,8 @@
 
 namespace g4::grammar {
 
-Automaton::Automaton(Grammar grammar, AutomatonLimits limits) : g_(std::move(grammar)), limits_(limits) {
+Automaton::Automaton(Grammar grammar, AutomatonLimits limits)
+    : g_(std::move(grammar)), limits_(limits) {
   ++stamp_;
   step_frames_ = 0;
   scratch_.clear();
@@ -22,8 +23,8 @@ void Automaton::Exhaust(const char* what, size_t limit) {
 }
 
 int Automaton::InternNode(int pos, int parent) {
-  const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(pos)) << 32) |
-                       static_cast<uint32_t>(parent);
+  const uint64_t key =
+      (static_cast<uint64_t>(static_cast<uint32_t>(pos)) << 32) | static_cast<uint32_t>(parent);
   const auto [it, inserted] = node_ids_.try_emplace(key, static_cast<int>(nodes_.size()));
   if (inserted) {
     if (nodes_.size() >= limits_.max_nodes) Exhaust("parse stack frames", limits_.max_nodes);
@@ -38,8 +39,10 @@ void Automaton::Expand(int pos, int parent) {
   work_.clear();
   work_.push_back({pos, parent});
   while (!work_.empty()) {
-    if (++step_frames_ > limits_.max_step_frames) Exhaust("stack frames in one step", limits_.max_step_frames);
-    if (++total_frames_ > limits_.max_total_frames) Exhaust("stack frames visited in all", limits_.max_total_frames);
+    if (++step_frames_ > limits_.max_step_frames)
+      Exhaust("stack frames in one step", limits_.max_step_frames);
+    if (++total_frames_ > limits_.max_total_frames)
+      Exhaust("stack frames visited in all", limits_.max_total_frames);
     if (exhausted()) return;
     auto [p, par] = work_.back();
     work_.pop_back();

@@ -12,8 +12,8 @@
 // Some grammars multiply their parse stacks with every byte (`s ::= "a" s "x" | "a" s "y" | ""`
 // has 2^n stacks after n "a"s), which no recogniser of this kind can follow in bounded time or
 // memory. Limits bound the automaton's growth; past one, it stops growing, every transition it has
-// not computed yet is dead, and exhausted() says why, so a request fails with that reason instead of
-// hanging the server.
+// not computed yet is dead, and exhausted() says why, so a request fails with that reason instead
+// of hanging the server.
 //
 // Not thread-safe: one Automaton belongs to one request (or one thread) at a time.
 #pragma once
@@ -31,9 +31,9 @@
 namespace g4::grammar {
 
 struct AutomatonLimits {
-  size_t max_step_frames = size_t{1} << 18;  // stack frames one transition may visit
-  size_t max_nodes = size_t{1} << 21;        // distinct stack frames, all states together
-  size_t max_states = size_t{1} << 16;       // distinct stack sets (each has a 1 KiB transition row)
+  size_t max_step_frames = size_t{1} << 18;   // stack frames one transition may visit
+  size_t max_nodes = size_t{1} << 21;         // distinct stack frames, all states together
+  size_t max_states = size_t{1} << 16;        // distinct stack sets (1 KiB of transitions each)
   size_t max_state_frames = size_t{1} << 24;  // the stack sets' sizes added up
   size_t max_total_frames = size_t{1} << 30;  // frames visited by all transitions (time: seconds)
 };
@@ -56,7 +56,9 @@ class Automaton {
   // The input so far is a complete sentence of the grammar.
   bool CanEnd(int state) const { return state >= 0 && can_end_[state]; }
   // Complete, and no further byte is possible.
-  bool Finished(int state) const { return state >= 0 && can_end_[state] && state_tops_[state].empty(); }
+  bool Finished(int state) const {
+    return state >= 0 && can_end_[state] && state_tops_[state].empty();
+  }
 
   // A limit was reached: the automaton no longer grows and what it has not computed is dead.
   bool exhausted() const { return !exhausted_.empty(); }
