@@ -160,8 +160,8 @@ TEST(Kernels, AttentionScoresAndValuesMatchDouble) {
   std::normal_distribution<float> nd;
   std::vector<const CpuKernels*> tables = UsableSimdKernels();
   tables.push_back(&GenericKernels());
-  for (int hd : {16, 24, 256}) {
-    for (int nq : {1, 3, 8}) {
+  for (int hd : {16, 24, 48, 256}) {
+    for (int nq : {1, 3, 8, 13}) {  // 13: head groups of 8, 4 and 1 (AVX-512 tiles)
       for (int len : {1, 6, 33}) {
         const int64_t q_stride = hd + 8, row = 2 * hd + 16, s_stride = len + 3, o_stride = hd + 4;
         std::vector<float> q(nq * q_stride), kv(len * row), p(nq * s_stride), o0(nq * o_stride);
@@ -204,16 +204,16 @@ TEST(Kernels, AttentionScoresAndValuesMatchDouble) {
 }
 
 // The bf16 / q8 cache versions of the same against double sums over the values the format
-// stored (kernels/kv_format.h), for every table: q8 blocks of 16 (hd 16), 8 (hd 24, the tiles'
-// plain-loop fallback) and 32 (hd 256); a KV head one head into a three-head row.
+// stored (kernels/kv_format.h), for every table: q8 blocks of 16 (hd 16, 48), 8 (hd 24, the
+// tiles' plain-loop fallback) and 32 (hd 256); a KV head one head into a three-head row.
 TEST(Kernels, CompactCacheAttentionMatchesDoubleOverStoredValues) {
   std::mt19937 rng(12);
   std::normal_distribution<float> nd;
   std::vector<const CpuKernels*> tables = UsableSimdKernels();
   tables.push_back(&GenericKernels());
   for (KvType type : {KvType::kBF16, KvType::kQ8})
-    for (int hd : {16, 24, 256})
-      for (int nq : {1, 3, 8})
+    for (int hd : {16, 24, 48, 256})
+      for (int nq : {1, 3, 8, 13})
         for (int len : {1, 6, 33}) {
           const int64_t q_stride = hd + 8, s_stride = len + 3, o_stride = hd + 4;
           const int64_t row = KvBytes(type, hd, 3 * hd), head = KvBytes(type, hd, hd);

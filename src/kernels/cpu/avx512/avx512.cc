@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/avx512/attention_avx512.h"
 #include "kernels/cpu/bf16_matmul.h"
 #include "kernels/cpu/matmul_driver.h"
 #include "kernels/cpu/tiling.h"
@@ -352,6 +353,7 @@ const CpuKernels* Avx512Kernels() {
     t.matmul_bf16 = MatMulBf16<32>;
     t.q8_layout = WeightLayout::kRowGroups16;
     t.q4_layout = WeightLayout::kRowGroups16;
+    UseAvx512Attention(&t);
     return t;
   }();
   return &k;

@@ -1,0 +1,250 @@
+// AVX-512 attention tiles (the CpuKernels attn_* entries) over all three cache formats. A decode
+// row deep in a long context is bound by these multiply-adds, not by reading the cache: the AVX2
+// tiles (4 keys x 2 heads of 8 lanes) load 6 registers per 8 FMAs and ran at ~45% of the FMA
+// peak (BM_Attention 512/2048, 48.8 GFLOP/s scores). Here 16 lanes and 32 registers: scores in
+// tiles of 2 keys x 8 heads (10 loads per 16 FMAs, each key row read once for 8 heads), values in
+// 4 keys x 4 heads (4 row loads and 4 output loads and stores per 16 FMAs). The sums are the same
+// float products added in another order. Compiled with the AVX-512 -m flags and only called after
+// a CPUID check (kernels/dispatch.cc); head dims that are not a multiple of 16 (and q8 blocks of
+// 8) keep the AVX2 tiles.
+#include "kernels/cpu/avx512/attention_avx512.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/kv_format.h"
+
+namespace g4 {
+namespace {
+
+// The rows this many keys ahead are asked for: decode reads the cache from memory.
+constexpr int kPrefetchRows = 16;
+
+// 16 consecutive values of a cached K/V head row widened to float (kernels/kv_format.h); `row` is
+// the head's first byte in one position's row.
+struct F32Kv {
+  static constexpr int kPrefetchEvery = 16;  // values per 64-byte line
+  static __m512 Load(const uint8_t* row, int d) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + d);
+  }
+  static int64_t Offset(int d) { return int64_t{4} * d; }
+};
+struct Bf16Kv {
+  static constexpr int kPrefetchEvery = 32;
+  static __m512 Load(const uint8_t* row, int d) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + int64_t{2} * d));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static int64_t Offset(int d) { return int64_t{2} * d; }
+};
+// Blocks of kBlock int8 then their float scale; 16 values never straddle a block (kBlock 16, 32).
+template <int kBlock>
+struct Q8Kv {
+  static_assert(kBlock % 16 == 0);
+  static constexpr int kPrefetchEvery = 32;
+  static int64_t Offset(int d) { return (d / kBlock) * int64_t{kBlock + 4} + d % kBlock; }
+  static __m512 Load(const uint8_t* row, int d) {
+    const uint8_t* block = row + (d / kBlock) * (kBlock + 4);
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + d % kBlock));
+    float scale;
+    std::memcpy(&scale, block + kBlock, sizeof scale);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(scale));
+  }
+};
+
+// out[i] = the sum of the lanes of x[i], for 16 registers: folded pairwise (halves, then 128-bit
+// lanes, then within lanes) in 45 instructions, where 16 separate reductions take ~160 and
+// cost a third of a 2 x 8 scores tile at head dim 512.
+inline void SumEach16(const __m512* x, float* out) {
+  __m512 a[8], b[4];
+  for (int m = 0; m < 8; ++m)  // a[m]: x[2m]'s 8-lane partial in the low half, x[2m+1]'s high
+    a[m] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * m], x[2 * m + 1], 0x44),
+                         _mm512_shuffle_f32x4(x[2 * m], x[2 * m + 1], 0xEE));
+  for (int n = 0; n < 4; ++n)  // b[n]: 128-bit lane L holds x[4n+L]'s 4-lane partial
+    b[n] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * n], a[2 * n + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(a[2 * n], a[2 * n + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 t0 = _mm512_add_ps(_mm512_unpacklo_ps(b[0], b[1]), _mm512_unpackhi_ps(b[0], b[1]));
+  const __m512 t1 = _mm512_add_ps(_mm512_unpacklo_ps(b[2], b[3]), _mm512_unpackhi_ps(b[2], b[3]));
+  const __m512 sums = _mm512_add_ps(
+      _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t1))),
+      _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t1))));
+  alignas(64) float lanes[16];  // lane 4L + m is x[4m + L]
+  _mm512_store_ps(lanes, sums);
+  for (int L = 0; L < 4; ++L)
+    for (int m = 0; m < 4; ++m) out[4 * m + L] = lanes[4 * L + m];
+}
+
+template <class Kv, int J, int H>
+inline void ScoresTile(const float* q, int64_t q_stride, const uint8_t* k, int64_t k_stride, int hd,
+                       float* s, int64_t s_stride) {
+  __m512 acc[J][H];
+  for (int j = 0; j < J; ++j)
+    for (int h = 0; h < H; ++h) acc[j][h] = _mm512_setzero_ps();
+  for (int d = 0; d < hd; d += 16) {
+    if (d % Kv::kPrefetchEvery == 0)
+      for (int j = 0; j < J; ++j)
+        _mm_prefetch(
+            reinterpret_cast<const char*>(k + (j + kPrefetchRows) * k_stride + Kv::Offset(d)),
+            _MM_HINT_T0);
+    __m512 kv[J];
+    for (int j = 0; j < J; ++j) kv[j] = Kv::Load(k + j * k_stride, d);
+    for (int h = 0; h < H; ++h) {
+      const __m512 qv = _mm512_loadu_ps(q + h * q_stride + d);
+      for (int j = 0; j < J; ++j) acc[j][h] = _mm512_fmadd_ps(kv[j], qv, acc[j][h]);
+    }
+  }
+  if constexpr (J * H == 16) {
+    alignas(64) float sums[16];
+    SumEach16(&acc[0][0], sums);
+    for (int j = 0; j < J; ++j)
+      for (int h = 0; h < H; ++h) s[h * s_stride + j] = sums[j * H + h];
+  } else {
+    for (int j = 0; j < J; ++j)
+      for (int h = 0; h < H; ++h) s[h * s_stride + j] = _mm512_reduce_add_ps(acc[j][h]);
+  }
+}
+
+// Heads in groups of 8, 4, 2, 1; keys two at a time for 8 heads (16 accumulators), four for
+// fewer.
+template <class Kv>
+void ScoresTiled(const float* q, int nq, int64_t q_stride, const uint8_t* k, int64_t k_stride,
+                 int len, int hd, float* s, int64_t s_stride) {
+  auto heads = [&]<int H>(int c) {
+    constexpr int J = H == 8 ? 2 : 4;
+    int j = 0;
+    for (; j + J <= len; j += J)
+      ScoresTile<Kv, J, H>(q + c * q_stride, q_stride, k + j * k_stride, k_stride, hd,
+                           s + c * s_stride + j, s_stride);
+    for (; j < len; ++j)
+      ScoresTile<Kv, 1, H>(q + c * q_stride, q_stride, k + j * k_stride, k_stride, hd,
+                           s + c * s_stride + j, s_stride);
+  };
+  int c = 0;
+  for (; c + 8 <= nq; c += 8) heads.template operator()<8>(c);
+  if (c + 4 <= nq) heads.template operator()<4>(c), c += 4;
+  if (c + 2 <= nq) heads.template operator()<2>(c), c += 2;
+  if (c < nq) heads.template operator()<1>(c);
+}
+
+// J keys x H heads of weights in registers while the tile walks the J value rows, adding into the
+// H output rows (at most 8 heads x 512 dims: they stay in L1).
+template <class Kv, int J, int H>
+inline void ValuesTile(const float* p, int64_t p_stride, const uint8_t* v, int64_t v_stride, int hd,
+                       float* o, int64_t o_stride) {
+  __m512 ph[H][J];
+  for (int h = 0; h < H; ++h)
+    for (int j = 0; j < J; ++j) ph[h][j] = _mm512_set1_ps(p[h * p_stride + j]);
+  for (int d = 0; d < hd; d += 16) {
+    if (d % Kv::kPrefetchEvery == 0)
+      for (int j = 0; j < J; ++j)
+        _mm_prefetch(
+            reinterpret_cast<const char*>(v + (j + kPrefetchRows) * v_stride + Kv::Offset(d)),
+            _MM_HINT_T0);
+    __m512 vj[J];
+    for (int j = 0; j < J; ++j) vj[j] = Kv::Load(v + j * v_stride, d);
+    for (int h = 0; h < H; ++h) {
+      __m512 acc = _mm512_loadu_ps(o + h * o_stride + d);
+      for (int j = 0; j < J; ++j) acc = _mm512_fmadd_ps(ph[h][j], vj[j], acc);
+      _mm512_storeu_ps(o + h * o_stride + d, acc);
+    }
+  }
+}
+
+template <class Kv>
+void ValuesTiled(const float* p, int64_t p_stride, int nq, const uint8_t* v, int64_t v_stride,
+                 int len, int hd, float* o, int64_t o_stride) {
+  auto keys = [&]<int J>(int& j) {
+    for (; j + J <= len; j += J) {
+      int c = 0;
+      for (; c + 4 <= nq; c += 4)
+        ValuesTile<Kv, J, 4>(p + c * p_stride + j, p_stride, v + j * v_stride, v_stride, hd,
+                             o + c * o_stride, o_stride);
+      for (; c < nq; ++c)
+        ValuesTile<Kv, J, 1>(p + c * p_stride + j, p_stride, v + j * v_stride, v_stride, hd,
+                             o + c * o_stride, o_stride);
+    }
+  };
+  int j = 0;
+  keys.template operator()<4>(j);
+  keys.template operator()<1>(j);
+}
+
+// The AVX2 table's entries, for the shapes these tiles do not take.
+const CpuKernels* fallback = nullptr;
+
+void AttnScores(const float* q, int nq, int64_t q_stride, const float* k, int64_t k_stride, int len,
+                int hd, float* s, int64_t s_stride) {
+  if (hd % 16 != 0)
+    return fallback->attn_scores(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
+  ScoresTiled<F32Kv>(q, nq, q_stride, reinterpret_cast<const uint8_t*>(k), 4 * k_stride, len, hd, s,
+                     s_stride);
+}
+
+void AttnValues(const float* p, int64_t p_stride, int nq, const float* v, int64_t v_stride, int len,
+                int hd, float* o, int64_t o_stride) {
+  if (hd % 16 != 0)
+    return fallback->attn_values(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
+  ValuesTiled<F32Kv>(p, p_stride, nq, reinterpret_cast<const uint8_t*>(v), 4 * v_stride, len, hd, o,
+                     o_stride);
+}
+
+void AttnScoresBf16(const float* q, int nq, int64_t q_stride, const uint8_t* k, int64_t k_stride,
+                    int len, int hd, float* s, int64_t s_stride) {
+  if (hd % 16 != 0)
+    return fallback->attn_scores_bf16(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
+  ScoresTiled<Bf16Kv>(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
+}
+
+void AttnValuesBf16(const float* p, int64_t p_stride, int nq, const uint8_t* v, int64_t v_stride,
+                    int len, int hd, float* o, int64_t o_stride) {
+  if (hd % 16 != 0)
+    return fallback->attn_values_bf16(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
+  ValuesTiled<Bf16Kv>(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
+}
+
+// Runs fn(Q8Kv<block>{}) for the head's q8 block; false for blocks of 8 (left to the AVX2 tiles).
+template <class Fn>
+bool WithQ8Block(int hd, Fn&& fn) {
+  switch (KvQ8Block(hd)) {
+    case 32:
+      fn(Q8Kv<32>{});
+      return true;
+    case 16:
+      fn(Q8Kv<16>{});
+      return true;
+    default:
+      return false;
+  }
+}
+
+void AttnScoresQ8(const float* q, int nq, int64_t q_stride, const uint8_t* k, int64_t k_stride,
+                  int len, int hd, float* s, int64_t s_stride) {
+  if (!WithQ8Block(hd, [&]<class Kv>(Kv) {
+        ScoresTiled<Kv>(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
+      }))
+    fallback->attn_scores_q8(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
+}
+
+void AttnValuesQ8(const float* p, int64_t p_stride, int nq, const uint8_t* v, int64_t v_stride,
+                  int len, int hd, float* o, int64_t o_stride) {
+  if (!WithQ8Block(hd, [&]<class Kv>(Kv) {
+        ValuesTiled<Kv>(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
+      }))
+    fallback->attn_values_q8(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
+}
+
+}  // namespace
+
+void UseAvx512Attention(CpuKernels* table) {
+  static const CpuKernels avx2 = *table;  // the table before: its attention entries
+  fallback = &avx2;
+  table->attn_scores = AttnScores;
+  table->attn_values = AttnValues;
+  table->attn_scores_bf16 = AttnScoresBf16;
+  table->attn_values_bf16 = AttnValuesBf16;
+  table->attn_scores_q8 = AttnScoresQ8;
+  table->attn_values_q8 = AttnValuesQ8;
+}
+
+}  // namespace g4
