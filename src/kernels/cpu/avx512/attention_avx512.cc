@@ -122,8 +122,14 @@ void ScoresTiled(const float* q, int nq, int64_t q_stride, const uint8_t* k, int
   };
   int c = 0;
   for (; c + 8 <= nq; c += 8) heads.template operator()<8>(c);
-  if (c + 4 <= nq) heads.template operator()<4>(c), c += 4;
-  if (c + 2 <= nq) heads.template operator()<2>(c), c += 2;
+  if (c + 4 <= nq) {
+    heads.template operator()<4>(c);
+    c += 4;
+  }
+  if (c + 2 <= nq) {
+    heads.template operator()<2>(c);
+    c += 2;
+  }
   if (c < nq) heads.template operator()<1>(c);
 }
 
