@@ -177,12 +177,12 @@ void ValuesTiled(const float* p, int64_t p_stride, int nq, const uint8_t* v, int
 }
 
 // The AVX2 table's entries, for the shapes these tiles do not take.
-const CpuKernels* fallback = nullptr;
+const CpuKernels& Fallback() { return *Avx2Kernels(); }
 
 void AttnScores(const float* q, int nq, int64_t q_stride, const float* k, int64_t k_stride, int len,
                 int hd, float* s, int64_t s_stride) {
   if (hd % 16 != 0)
-    return fallback->attn_scores(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
+    return Fallback().attn_scores(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
   ScoresTiled<F32Kv>(q, nq, q_stride, reinterpret_cast<const uint8_t*>(k), 4 * k_stride, len, hd, s,
                      s_stride);
 }
@@ -190,7 +190,7 @@ void AttnScores(const float* q, int nq, int64_t q_stride, const float* k, int64_
 void AttnValues(const float* p, int64_t p_stride, int nq, const float* v, int64_t v_stride, int len,
                 int hd, float* o, int64_t o_stride) {
   if (hd % 16 != 0)
-    return fallback->attn_values(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
+    return Fallback().attn_values(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
   ValuesTiled<F32Kv>(p, p_stride, nq, reinterpret_cast<const uint8_t*>(v), 4 * v_stride, len, hd, o,
                      o_stride);
 }
@@ -198,14 +198,14 @@ void AttnValues(const float* p, int64_t p_stride, int nq, const float* v, int64_
 void AttnScoresBf16(const float* q, int nq, int64_t q_stride, const uint8_t* k, int64_t k_stride,
                     int len, int hd, float* s, int64_t s_stride) {
   if (hd % 16 != 0)
-    return fallback->attn_scores_bf16(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
+    return Fallback().attn_scores_bf16(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
   ScoresTiled<Bf16Kv>(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
 }
 
 void AttnValuesBf16(const float* p, int64_t p_stride, int nq, const uint8_t* v, int64_t v_stride,
                     int len, int hd, float* o, int64_t o_stride) {
   if (hd % 16 != 0)
-    return fallback->attn_values_bf16(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
+    return Fallback().attn_values_bf16(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
   ValuesTiled<Bf16Kv>(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
 }
 
@@ -229,7 +229,7 @@ void AttnScoresQ8(const float* q, int nq, int64_t q_stride, const uint8_t* k, in
   if (!WithQ8Block(hd, [&]<class Kv>(Kv) {
         ScoresTiled<Kv>(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
       }))
-    fallback->attn_scores_q8(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
+    Fallback().attn_scores_q8(q, nq, q_stride, k, k_stride, len, hd, s, s_stride);
 }
 
 void AttnValuesQ8(const float* p, int64_t p_stride, int nq, const uint8_t* v, int64_t v_stride,
@@ -237,14 +237,12 @@ void AttnValuesQ8(const float* p, int64_t p_stride, int nq, const uint8_t* v, in
   if (!WithQ8Block(hd, [&]<class Kv>(Kv) {
         ValuesTiled<Kv>(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
       }))
-    fallback->attn_values_q8(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
+    Fallback().attn_values_q8(p, p_stride, nq, v, v_stride, len, hd, o, o_stride);
 }
 
 }  // namespace
 
 void UseAvx512Attention(CpuKernels* table) {
-  static const CpuKernels avx2 = *table;  // the table before: its attention entries
-  fallback = &avx2;
   table->attn_scores = AttnScores;
   table->attn_values = AttnValues;
   table->attn_scores_bf16 = AttnScoresBf16;
