@@ -230,8 +230,8 @@ TEST(Kernels, CompactCacheAttentionMatchesDoubleOverStoredValues) {
           const uint8_t* keys = kv.data() + head;
           for (const CpuKernels* k : tables) {
             const std::string where = std::string(k->name) + " " + KvTypeName(type) + " hd " +
-                                      std::to_string(hd) + " nq " + std::to_string(nq) +
-                                      " len " + std::to_string(len);
+                                      std::to_string(hd) + " nq " + std::to_string(nq) + " len " +
+                                      std::to_string(len);
             std::vector<float> s(nq * s_stride, NAN), o(o0);
             if (type == KvType::kBF16) {
               k->attn_scores_bf16(q.data(), nq, q_stride, keys, row, len, hd, s.data(), s_stride);
