@@ -26,10 +26,11 @@ if [ "${G4_SKIP_SANITIZERS:-0}" != 1 ]; then
      ctest --output-on-failure -j"$jobs" --timeout 2400)
 fi
 if [ "${G4_SKIP_TSAN:-0}" != 1 ]; then
-  # The threaded parts: the scheduler's engine thread, the thread pool, and g4 serve end to end
-  # (HTTP threads + engine thread), with g4 itself built under TSan. Of the server tests, those
-  # that put threads in each other's way: concurrent and cancelled streams, disconnects, SIGTERM
-  # under load, speculative slots beside plain ones, tensor-parallel ranks (the others send
+  # The threaded parts: the scheduler's engine thread, the thread pool, tensor parallelism's rank
+  # threads (collectives, the forward pass and the scheduler over ranks, in one process), and
+  # g4 serve end to end (HTTP threads + engine thread), with g4 itself built under TSan. Of the
+  # server tests, those that put threads in each other's way: concurrent and cancelled streams,
+  # disconnects, SIGTERM under load, speculative slots beside plain ones (the others send
   # requests down the same paths one at a time, and each takes minutes under TSan).
   stage "ThreadSanitizer build: scheduler, thread pool and server tests"
   cmake -S "$root" -B "$root/build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DG4_TSAN=ON \
@@ -37,13 +38,13 @@ if [ "${G4_SKIP_TSAN:-0}" != 1 ]; then
   cmake --build "$root/build-tsan" --target g4 g4_tests -j"$jobs"
   (cd "$root/build-tsan" && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tools/sanitizers/tsan.supp" \
      ctest --output-on-failure -j"$jobs" --timeout 1200 \
-       -R '^(SchedulerTest|ThreadPool|server_(curl|faults|openai_client|spec|tp))$')
+       -R '^(SchedulerTest\.|ThreadPool\.|InProcessCommunicator\.|(Presets/)?TensorParallel(Serve)?(Failures)?\.|server_(curl|faults|openai_client|spec)$)')
 fi
 
 if [ "${G4_SKIP_FUZZ:-0}" != 1 ]; then
-  # libFuzzer targets, G4_FUZZ_SECONDS each (25 here: the whole run stays well inside CI's
+  # libFuzzer targets, G4_FUZZ_SECONDS each (15 here: the whole run stays well inside CI's
   # time on 2 cores; tools/fuzz.sh alone defaults to 60), two at a time.
   stage "fuzzing"
-  G4_FUZZ_SECONDS="${G4_FUZZ_SECONDS:-25}" bash "$root/tools/fuzz.sh"
+  G4_FUZZ_SECONDS="${G4_FUZZ_SECONDS:-15}" bash "$root/tools/fuzz.sh"
 fi
 stage "all tests passed"
