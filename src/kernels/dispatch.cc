@@ -1,3 +1,7 @@
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -107,6 +111,19 @@ std::vector<const CpuKernels*> UsableSimdKernels() {
   if (CpuHasAvx512Vnni() && Avx512Kernels()) tables.push_back(Avx512Kernels());
   if (CpuHasAvx512Bf16() && Avx512Bf16Kernels()) tables.push_back(Avx512Bf16Kernels());
   return tables;
+}
+
+bool BatchedBf16PassesPrefetch() {
+#if defined(__x86_64__)
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+  const bool amd = ebx == 0x68747541 && edx == 0x69746e65 && ecx == 0x444d4163;  // "AuthenticAMD"
+  if (!amd || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+  const unsigned base = (eax >> 8) & 0xf, extended = (eax >> 20) & 0xff;
+  return base == 0xf && base + extended >= 0x1a;  // Zen 5 and later
+#else
+  return false;
+#endif
 }
 
 const CpuKernels& ActiveKernels() {

@@ -36,9 +36,8 @@ inline __m256 LoadBf16(const uint16_t* p) {
 // R and C, so decode, a speculative verify pass and a batch give every row the same logits
 // (greedy verification picks exactly the tokens plain decoding picks). Summing four outputs at
 // once with hadds instead made GCC keep acc[][] in memory: decode 1.5x slower (g4_microbench
-// BM_VerifyHead/1/1). kPrefetch: ask for the weights ahead (decode, memory-bound). A pass of
-// several rows is bound by its arithmetic, and the same prefetches slowed it (BM_VerifyHead, one
-// thread: 2 rows 6.4 vs 3.7 ms, 5 rows 8.1 vs 6.1): the hardware prefetcher keeps up there.
+// BM_VerifyHead/1/1). kPrefetch: ask for the weights ahead (decode, memory-bound). For a pass of
+// several rows it depends on the CPU's hardware prefetcher (BatchedBf16PassesPrefetch).
 template <int R, int C, bool kPrefetch>
 inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float* y, int64_t ldy) {
   const int cols = w.cols;
@@ -73,32 +72,34 @@ inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float*
 // Up to this many x rows take one pass over W (CpuKernels::bf16_pass_rows).
 constexpr int kBf16PassRows = 8;
 
-// W rows [r0, r1) x the C x rows from row i in one pass (prefetched only for one row). R: as many
-// W rows (up to 4) as leave registers for R x C accumulators, R weight vectors and one x vector.
-template <int kRegisters, int C>
+// W rows [r0, r1) x the C x rows from row i in one pass, prefetched for one row and, with
+// kPrefetchBatch, for several (BatchedBf16PassesPrefetch). R: as many W rows (up to 4) as leave
+// registers for R x C accumulators, R weight vectors and one x vector.
+template <int kRegisters, bool kPrefetchBatch, int C>
 inline void Bf16Pass(const WeightMatrix& w, int r0, int r1, const float* x, int i, float* y,
                      int64_t ldy) {
   constexpr int R = std::clamp((kRegisters - 1) / (C + 1), 1, 4);
+  constexpr bool kPrefetch = C == 1 || kPrefetchBatch;
   int r = r0;
-  for (; r + R <= r1; r += R) TileBf16<R, C, C == 1>(w, r, x, i, y, ldy);
-  for (; r < r1; ++r) TileBf16<1, C, C == 1>(w, r, x, i, y, ldy);
+  for (; r + R <= r1; r += R) TileBf16<R, C, kPrefetch>(w, r, x, i, y, ldy);
+  for (; r < r1; ++r) TileBf16<1, C, kPrefetch>(w, r, x, i, y, ldy);
 }
 
 // y[i * ldy + r] = W row r . x row i (CpuKernels::matmul_bf16). Decode and a speculative verify
 // pass (n <= 8) read each weight once, in tasks sized like decode's; more rows (prefill) take 4 x 2
 // tiles over the task's W rows, which the caller sizes to stay in L2 (kernels/ops.cc).
-template <int kRegisters>
+template <int kRegisters, bool kPrefetchBatch>
 void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
                 int64_t ldy) {
   switch (n) {
-    case 1: return Bf16Pass<kRegisters, 1>(w, r0, r1, x, 0, y, ldy);
-    case 2: return Bf16Pass<kRegisters, 2>(w, r0, r1, x, 0, y, ldy);
-    case 3: return Bf16Pass<kRegisters, 3>(w, r0, r1, x, 0, y, ldy);
-    case 4: return Bf16Pass<kRegisters, 4>(w, r0, r1, x, 0, y, ldy);
-    case 5: return Bf16Pass<kRegisters, 5>(w, r0, r1, x, 0, y, ldy);
-    case 6: return Bf16Pass<kRegisters, 6>(w, r0, r1, x, 0, y, ldy);
-    case 7: return Bf16Pass<kRegisters, 7>(w, r0, r1, x, 0, y, ldy);
-    case 8: return Bf16Pass<kRegisters, 8>(w, r0, r1, x, 0, y, ldy);
+    case 1: return Bf16Pass<kRegisters, kPrefetchBatch, 1>(w, r0, r1, x, 0, y, ldy);
+    case 2: return Bf16Pass<kRegisters, kPrefetchBatch, 2>(w, r0, r1, x, 0, y, ldy);
+    case 3: return Bf16Pass<kRegisters, kPrefetchBatch, 3>(w, r0, r1, x, 0, y, ldy);
+    case 4: return Bf16Pass<kRegisters, kPrefetchBatch, 4>(w, r0, r1, x, 0, y, ldy);
+    case 5: return Bf16Pass<kRegisters, kPrefetchBatch, 5>(w, r0, r1, x, 0, y, ldy);
+    case 6: return Bf16Pass<kRegisters, kPrefetchBatch, 6>(w, r0, r1, x, 0, y, ldy);
+    case 7: return Bf16Pass<kRegisters, kPrefetchBatch, 7>(w, r0, r1, x, 0, y, ldy);
+    case 8: return Bf16Pass<kRegisters, kPrefetchBatch, 8>(w, r0, r1, x, 0, y, ldy);
     default: break;
   }
   auto tile = [&]<int R, int C>(int r, int i) { TileBf16<R, C, C == 1>(w, r, x, i, y, ldy); };

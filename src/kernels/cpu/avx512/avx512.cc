@@ -350,7 +350,7 @@ const CpuKernels* Avx512Kernels() {
     t.matmul_q4 = MatMulQuantized<Tiles<true>>;
     // The AVX2 bf16 product (the same sums, bit for bit) with AVX-512VL's 32 registers: wider
     // tiles for a verify pass of 5-8 rows.
-    t.matmul_bf16 = MatMulBf16<32>;
+    t.matmul_bf16 = BatchedBf16PassesPrefetch() ? MatMulBf16<32, true> : MatMulBf16<32, false>;
     t.q8_layout = WeightLayout::kRowGroups16;
     t.q4_layout = WeightLayout::kRowGroups16;
     UseAvx512Attention(&t);
