@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "io/safetensors.h"
 #include "kernels/ops.h"
@@ -327,6 +328,73 @@ TEST(Assistant, CandidateOnlyGreedyDraftPicksTheDenseArgMax) {
     } else {
       EXPECT_EQ(ties, 0);
     }
+  }
+}
+
+// Draft's min_probability stops the chain before the first step whose argmax has a probability
+// below it: the softmax over the top clusters' candidates (the scores Step writes above its floor)
+// with the centroid head (E2B's), over every logit with the dense head (12B's). The chain's
+// probabilities are computed here from Step's logits; thresholds just above and below each one
+// must cut the unthresholded draft where the first step below them is.
+TEST(Assistant, MinProbabilityStopsTheChainBeforeTheFirstUnsureStep) {
+  for (const std::string preset : {"e2b", "12b"}) {
+    SCOPED_TRACE(preset);
+    auto spec = SynthAssistantPreset(preset + "-assistant", "tiny");
+    ASSERT_TRUE(spec.ok()) << spec.status().message();
+    const std::string dir = TestTempDir(preset + "-assistant-pmin");
+    ASSERT_TRUE(WriteSynthAssistant(*spec, {.vocab = 512}, dir).ok());
+    Prefilled target = PrefillTinyTarget(preset);
+    ASSERT_TRUE(target.model);
+    const KvCache& cache = *target.cache;
+    auto assistant = Assistant::Load(dir, *target.model);
+    ASSERT_TRUE(assistant.ok()) << assistant.status().message();
+    Assistant& a = **assistant;
+    const AssistantPlan& ap = a.plan();
+    EXPECT_EQ(ap.centroid_head(), preset == "e2b");
+    constexpr int kSteps = 4;
+    std::vector<int> full;
+    ASSERT_TRUE(a.Draft(cache, target.token, target.pos, target.h.data(), kSteps, &full).ok());
+    ASSERT_EQ(full.size(), size_t{kSteps});
+    std::vector<double> top;  // the probability of each step's argmax
+    std::vector<float> h = target.h, logits(ap.vocab), h_next(ap.backbone_hidden);
+    int token = target.token;
+    for (int step = 0; step < kSteps; ++step) {
+      ASSERT_TRUE(a.Step(cache, token, target.pos, h.data(), logits.data(), h_next.data()).ok());
+      const float floor = *std::min_element(logits.begin(), logits.end());
+      const float best = *std::max_element(logits.begin(), logits.end());
+      double sum = 0;
+      int counted = 0;
+      for (float l : logits)
+        if (!ap.centroid_head() || l > floor) {
+          sum += std::exp(static_cast<double>(l) - best);
+          ++counted;
+        }
+      EXPECT_EQ(counted,
+                ap.centroid_head() ? ap.config.centroid_top_k * ap.cluster_size() : ap.vocab);
+      top.push_back(1 / sum);
+      token = static_cast<int>(ArgMax(logits.data(), ap.vocab));
+      ASSERT_EQ(token, full[step]);
+      h = h_next;
+    }
+    std::vector<double> thresholds = {0, 1};
+    for (double p : top) {
+      EXPECT_GT(p, 0);
+      EXPECT_LT(p, 1);
+      thresholds.push_back(p * (1 + 1e-4));
+      thresholds.push_back(p * (1 - 1e-4));
+    }
+    std::set<size_t> lengths;
+    for (double t : thresholds) {
+      size_t expected = 0;
+      while (expected < top.size() && top[expected] >= t) ++expected;
+      std::vector<int> cut;
+      ASSERT_TRUE(a.Draft(cache, target.token, target.pos, target.h.data(), kSteps, &cut,
+                          static_cast<float>(t))
+                      .ok());
+      EXPECT_EQ(cut, std::vector<int>(full.begin(), full.begin() + expected)) << "threshold " << t;
+      lengths.insert(expected);
+    }
+    EXPECT_TRUE(lengths.count(0) && lengths.count(kSteps));
   }
 }
 

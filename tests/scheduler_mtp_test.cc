@@ -42,6 +42,7 @@ class CheckingDrafter : public Drafter {
     const int n = static_cast<int>(ctx.size()), H = s_.model->plan().hidden;
     EXPECT_EQ(request.target_cache->n_past(), n - 1);
     EXPECT_NE(request.target_hidden, nullptr);
+    EXPECT_EQ(request.min_probability, 0.25f);  // the scheduler's draft_p_min
     if (!request.target_hidden || request.target_cache->n_past() != n - 1) return OkStatus();
     // The hidden of the row at position n - 2, whose logits gave ctx[n - 1], from a fresh cache.
     KvCache fresh(s_.model->plan(), 256, 256);
@@ -106,6 +107,7 @@ TEST(SchedulerMtp, EachSlotDraftsFromItsOwnCacheAndHidden) {
   so.context = 128;
   so.prefill_chunk = 8;
   so.draft_max = 3;
+  so.draft_p_min = 0.25f;
 
   const Shared shared{&model, shared_assistant.get(), &prompts, &plain};
   std::vector<CheckingDrafter*> checkers;

@@ -28,8 +28,10 @@ TEST(SpeculativeCli, RunGivesThePlainIdsWithEitherDrafter) {
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   const auto expected = LastJsonLine(plain.output)["ids"];
   ASSERT_EQ(expected.size(), 24u);
-  for (const std::string& spec : std::vector<std::string>{"--spec ngram --draft-max 3", "--spec ngram --draft-adaptive",
-                                 "--spec draft --draft " + draft, "--spec draft --draft " + dir}) {
+  for (const std::string& spec :
+       std::vector<std::string>{"--spec ngram --draft-max 3", "--spec ngram --draft-adaptive",
+                                "--spec draft --draft " + draft, "--spec draft --draft " + dir,
+                                "--spec draft --draft " + dir + " --draft-p-min 0.5"}) {
     const G4RunResult run = RunG4(base + " " + spec);
     ASSERT_EQ(run.exit_code, 0) << spec << "\n" << run.output;
     const nlohmann::json j = LastJsonLine(run.output);
@@ -66,7 +68,9 @@ TEST(SpeculativeCli, MtpGivesThePlainIdsOnEveryPreset) {
       ASSERT_EQ(plain.exit_code, 0) << plain.output;
       const auto expected = LastJsonLine(plain.output)["ids"];
       ASSERT_EQ(expected.size(), 40u);
-      for (const std::string flags : {" --draft-max 3", " --draft-max 1 --draft-adaptive"}) {
+      int drafted_max3 = 0;
+      for (const std::string flags : {" --draft-max 3", " --draft-max 1 --draft-adaptive",
+                                      " --draft-max 3 --draft-p-min 0.5"}) {
         if (kv != "f32" && flags != " --draft-max 3") continue;
         const std::string spec = "--spec mtp --draft " + assistant + flags;
         const G4RunResult run = RunG4(with_kv + " " + spec);
@@ -74,7 +78,13 @@ TEST(SpeculativeCli, MtpGivesThePlainIdsOnEveryPreset) {
         const nlohmann::json j = LastJsonLine(run.output);
         EXPECT_EQ(j["ids"], expected) << kv << spec;
         ASSERT_TRUE(j.contains("speculative")) << run.output;
-        EXPECT_GT(j["speculative"]["drafted"].get<int>(), 0) << spec;
+        const int drafted = j["speculative"]["drafted"].get<int>();
+        EXPECT_GT(drafted, 0) << spec;
+        if (flags == " --draft-max 3") drafted_max3 = drafted;
+        // The unsure steps' drafts are cut (the cut itself: Assistant.MinProbability...).
+        if (flags.find("p-min") != std::string::npos) {
+          EXPECT_LT(drafted, drafted_max3) << spec;
+        }
       }
     }
   }
@@ -87,13 +97,17 @@ TEST(SpeculativeCli, ClearErrors) {
   struct Case {
     std::string flags, message;
   };
-  for (const Case& c : {Case{"--spec mtp", "--spec mtp needs --draft ASSISTANT_DIR"},
-                        Case{"--spec draft", "--spec draft needs --draft MODEL"},
-                        Case{"--draft " + dir, "--draft needs --spec draft"},
-                        Case{"--spec ngram --draft-max 0", "--draft-max must be between 1 and 64"},
-                        Case{"--spec ngram --ngram-min 3 --ngram-max 2", "--ngram-min must be"},
-                        Case{"--spec draft --draft /nonexistent/model", "/nonexistent/model"},
-                        Case{"--spec mtp --draft " + dir, "model_type must be gemma4_assistant"}}) {
+  for (const Case& c :
+       {Case{"--spec mtp", "--spec mtp needs --draft ASSISTANT_DIR"},
+        Case{"--spec draft", "--spec draft needs --draft MODEL"},
+        Case{"--draft " + dir, "--draft needs --spec draft"},
+        Case{"--spec ngram --draft-max 0", "--draft-max must be between 1 and 64"},
+        Case{"--spec ngram --ngram-min 3 --ngram-max 2", "--ngram-min must be"},
+        Case{"--spec draft --draft " + dir + " --draft-p-min 1.5",
+             "--draft-p-min must be between 0 and 1"},
+        Case{"--spec ngram --draft-p-min 0.5", "--draft-p-min needs a drafter with probabilities"},
+        Case{"--spec draft --draft /nonexistent/model", "/nonexistent/model"},
+        Case{"--spec mtp --draft " + dir, "model_type must be gemma4_assistant"}}) {
     const G4RunResult run = RunG4(base + c.flags);
     EXPECT_NE(run.exit_code, 0) << c.flags;
     EXPECT_NE(run.output.find(c.message), std::string::npos) << c.flags << "\n" << run.output;

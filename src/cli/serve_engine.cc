@@ -72,6 +72,7 @@ Status AddDrafters(const SpecFlags& spec, const ModelOptions& load, Model& targe
   G4_RETURN_IF_ERROR(CheckSpecFlags(spec));
   so->draft_max = spec.draft_max;
   so->draft_adaptive = spec.adaptive;
+  so->draft_p_min = spec.p_min;
   so->prefill_chunk = ChunkFor(spec, so->prefill_chunk);
   if (spec.spec == "ngram") {
     const int n_min = spec.ngram_min, n_max = spec.ngram_max;
@@ -135,8 +136,11 @@ Result<std::unique_ptr<ServingEngine>> LoadServingEngine(const ServeModelOptions
   G4_RETURN_IF_ERROR(AddDrafters(model.spec, mo, *engine->model_, &so, &engine->draft_model_));
   if (engine->tp_) engine->tp_->Start(so.parallel, so.context, so.prefill_chunk, so.kv_type);
   if (model.spec.enabled())
-    ServerLog(Str("speculative decoding: ", model.spec.spec, model.spec.spec != "ngram" ? " (" + model.spec.draft + ")" : "",
-                  ", up to ", so.draft_max, " drafted tokens per slot and step", so.draft_adaptive ? " (adaptive)" : ""));
+    ServerLog(Str(
+        "speculative decoding: ", model.spec.spec,
+        model.spec.spec != "ngram" ? " (" + model.spec.draft + ")" : "", ", up to ", so.draft_max,
+        " drafted tokens per slot and step", so.draft_adaptive ? " (adaptive)" : "",
+        so.draft_p_min > 0 ? Str(", drafting tokens of probability >= ", so.draft_p_min) : ""));
   engine->scheduler_ = std::make_unique<Scheduler>(*engine->model_, so, engine->tp_.get());
   return std::unique_ptr<ServingEngine>(std::move(engine));
 }

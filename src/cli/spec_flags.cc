@@ -19,6 +19,9 @@ void AddSpecOptions(CLI::App& app, SpecFlags& flags) {
   app.add_option("--draft-max", flags.draft_max, "tokens drafted per target pass");
   app.add_flag("--draft-adaptive", flags.adaptive,
                "shrink the draft after a rejection, grow it after a fully accepted one");
+  app.add_option("--draft-p-min", flags.p_min,
+                 "mtp and draft: stop a draft before a step whose most likely token has a "
+                 "probability below P (0: draft --draft-max tokens every pass)");
   app.add_option("--ngram-min", flags.ngram_min, "prompt lookup: shortest suffix matched");
   app.add_option("--ngram-max", flags.ngram_max, "prompt lookup: longest suffix matched");
 }
@@ -36,8 +39,14 @@ Status CheckSpecFlags(const SpecFlags& flags) {
     return Status::Error("--spec mtp needs --draft ASSISTANT_DIR (the target's assistant checkpoint)");
   if (flags.draft_max < 1 || flags.draft_max > 64)
     return Status::Errorf("--draft-max must be between 1 and 64, not ", flags.draft_max);
+  if (!(flags.p_min >= 0 && flags.p_min <= 1))
+    return Status::Errorf("--draft-p-min must be between 0 and 1, not ", flags.p_min);
   if (flags.spec == "ngram") {
     if (!flags.draft.empty()) return Status::Error("--draft is for --spec draft, not ngram");
+    if (flags.p_min > 0)
+      return Status::Error(
+          "--draft-p-min needs a drafter with probabilities (--spec mtp or draft); prompt lookup "
+          "has none");
     if (flags.ngram_min < 1 || flags.ngram_max < flags.ngram_min)
       return Status::Errorf("--ngram-min must be >= 1 and <= --ngram-max (got ", flags.ngram_min,
                             " and ", flags.ngram_max, ")");
@@ -54,6 +63,7 @@ Result<SpecSetup> MakeSpecSetup(const SpecFlags& flags, Model& target,
   if (!flags.enabled()) return setup;
   setup.options.draft_max = flags.draft_max;
   setup.options.adaptive = flags.adaptive;
+  setup.options.draft_p_min = flags.p_min;
   if (flags.spec == "ngram") {
     setup.drafter = std::make_unique<NgramDrafter>(flags.ngram_min, flags.ngram_max);
     return setup;

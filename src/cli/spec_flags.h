@@ -1,6 +1,6 @@
 // The speculative-decoding options shared by `g4 run`, `g4 chat` and `g4 bench` (--spec,
-// --draft, --draft-max, --draft-adaptive, --ngram-min, --ngram-max), the drafter they make, and
-// the generation call that uses it (docs/speculative.md).
+// --draft, --draft-max, --draft-adaptive, --draft-p-min, --ngram-min, --ngram-max), the drafter
+// they make, and the generation call that uses it (docs/speculative.md).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -23,6 +23,7 @@ struct SpecFlags {
                               // assistant checkpoint directory for --spec mtp
   int draft_max = 4;
   bool adaptive = false;
+  float p_min = 0;  // --draft-p-min: drafters stop before a token they give less probability
   int ngram_min = 1, ngram_max = 3;
   bool enabled() const { return spec != "none"; }
 };

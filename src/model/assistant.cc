@@ -13,6 +13,21 @@
 #include "kernels/ops.h"
 
 namespace g4 {
+namespace {
+
+// The softmax probability of the largest of n scores: 1 / sum(exp(s - max)). NaN scores count
+// for nothing, as in ArgMax.
+double TopProbability(const float* scores, int64_t n) {
+  const float best = scores[ArgMax(scores, n)];
+  if (!(best > -std::numeric_limits<float>::infinity())) return 0;
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (scores[i] > -std::numeric_limits<float>::infinity())
+      sum += std::exp(static_cast<double>(scores[i]) - best);
+  return 1 / sum;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Assistant>> Assistant::Load(const std::string& dir, Model& target) {
   G4_ASSIGN_OR_RETURN(AssistantConfig config, LoadAssistantConfig(dir));
@@ -316,7 +331,7 @@ void Assistant::LmHead(const float* z, float* logits) {
 }
 
 Status Assistant::Draft(const KvCache& cache, int token, int64_t pos, const float* h, int n,
-                        std::vector<int>* tokens) {
+                        std::vector<int>* tokens, float min_probability) {
   tokens->clear();
   std::copy_n(h, plan_.backbone_hidden, chain_h_.begin());
   // Greedy through the centroid head needs only the candidates' scores; the dense head (and the
@@ -324,13 +339,20 @@ Status Assistant::Draft(const KvCache& cache, int token, int64_t pos, const floa
   const bool candidates_only = plan_.centroid_head() && !dense_head_;
   for (int i = 0; i < n; ++i) {
     G4_RETURN_IF_ERROR(Trunk(cache, token, pos, chain_h_.data(), next_h_.data()));
+    const float* scores;
+    int64_t n_scores;
     if (candidates_only) {
       ScoreCandidates(z_.data());
       token = BestCandidate();
+      scores = candidates_.data();
+      n_scores = static_cast<int64_t>(candidates_.size());
     } else {
       LmHead(z_.data(), step_logits_.data());
       token = static_cast<int>(ArgMax(step_logits_.data(), plan_.vocab));
+      scores = step_logits_.data();
+      n_scores = plan_.vocab;
     }
+    if (min_probability > 0 && TopProbability(scores, n_scores) < min_probability) break;
     tokens->push_back(token);
     chain_h_.swap(next_h_);
   }

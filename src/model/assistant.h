@@ -33,12 +33,14 @@ class Assistant {
   Status Step(const KvCache& cache, int token, int64_t pos, const float* h, float* logits,
               float* h_next);
 
-  // Chained greedy drafting of n tokens from (token, pos, h): each step feeds back its argmax
-  // and its h_next, at the same position (spec: the assistant cannot extend the cache). With the
-  // centroid head the argmax is taken over the candidates' scores alone (the token the dense
-  // logits' ArgMax picks), so no vocabulary-wide array is written or read.
+  // Chained greedy drafting of up to n tokens from (token, pos, h): each step feeds back its
+  // argmax and its h_next, at the same position (spec: the assistant cannot extend the cache).
+  // With the centroid head the argmax is taken over the candidates' scores alone (the token the
+  // dense logits' ArgMax picks), so no vocabulary-wide array is written or read. The chain stops
+  // before the first step whose argmax has a probability below min_probability (0: never): the
+  // softmax of the candidates' scores with the centroid head, of all logits with the dense one.
   Status Draft(const KvCache& cache, int token, int64_t pos, const float* h, int n,
-               std::vector<int>* tokens);
+               std::vector<int>* tokens, float min_probability = 0);
 
   // For tests: a dense head over all ids even when the checkpoint has the centroid head (ids
   // that token_ordering never lists, which no cluster can propose, get -inf).

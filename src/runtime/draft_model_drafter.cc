@@ -1,6 +1,7 @@
 #include "runtime/draft_model_drafter.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace g4 {
 
@@ -83,11 +84,15 @@ Status DraftModelDrafter::Propose(const DraftRequest& request, Draft* draft) {
     draft->q.resize(static_cast<size_t>(n));
   for (int k = 0; k < n; ++k) {
     int token;
+    const float p_min = request.min_probability;
     if (sampler_.params().greedy()) {
-      token = sampler_.Sample(logits_.data(), history_);
+      token = sampler_.Sample(logits_.data(), history_);  // the most likely token
+      if (p_min > 0 && std::exp(sampler_.LogProb(token)) < p_min) break;
     } else {
       TokenDistribution& q = draft->q[k];
       sampler_.Distribution(logits_.data(), history_, &q);
+      // Decided on the distribution (most likely id first), before the draw.
+      if (p_min > 0 && (q.probs.empty() || q.probs.front() < p_min)) break;
       token = sampler_.Draw(q);
     }
     draft->tokens.push_back(token);

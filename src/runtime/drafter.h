@@ -17,6 +17,10 @@ struct DraftRequest {
   // cache holds all the others.
   const std::vector<int>* context = nullptr;
   int max_tokens = 0;
+  // Drafters with probabilities (the assistant, a draft model) stop before a token whose
+  // distribution's most likely token is below this (0: never). The test looks at the
+  // distribution, not at the token drawn from it, so speculative sampling stays exact.
+  float min_probability = 0;
   // For drafters that read the target (the assistant drafter, runtime/mtp_drafter.h): the
   // target's cache and the hidden state ([hidden] floats, after the final norm: the LM head's
   // input) of the row whose logits gave the context's last token. Null unless the drafter asks

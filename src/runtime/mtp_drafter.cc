@@ -10,7 +10,7 @@ Status MtpDrafter::Propose(const DraftRequest& request, Draft* draft) {
   if (request.max_tokens <= 0) return OkStatus();
   return assistant_->Draft(*request.target_cache, request.context->back(),
                            request.target_cache->n_past(), request.target_hidden,
-                           request.max_tokens, &draft->tokens);
+                           request.max_tokens, &draft->tokens, request.min_probability);
 }
 
 }  // namespace g4

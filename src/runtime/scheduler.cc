@@ -304,6 +304,7 @@ void Scheduler::ProposeDrafts() {
       DraftRequest request;
       request.context = &slot.context;
       request.max_tokens = n_max;
+      request.min_probability = options_.draft_p_min;
       request.target_cache = &slot.cache;
       if (!slot.last_hidden.empty()) request.target_hidden = slot.last_hidden.data();
       st = slot.drafter->Propose(request, &slot.draft);

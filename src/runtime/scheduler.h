@@ -126,6 +126,7 @@ struct SchedulerOptions {
   std::function<std::unique_ptr<Drafter>(int slot)> make_drafter;
   int draft_max = 4;  // tokens drafted per slot and step; capped below prefill_chunk (a slot's rows)
   bool draft_adaptive = false;  // one fewer after a rejection, one more after a full acceptance
+  float draft_p_min = 0;        // drafters stop before a token they give less probability
 };
 
 struct SchedulerStats {

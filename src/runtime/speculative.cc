@@ -153,6 +153,7 @@ Result<GenerateResult> GenerateSpeculative(Model& model, KvCache& cache,
         DraftRequest request;
         request.context = &context;
         request.max_tokens = n_max;
+        request.min_probability = spec.draft_p_min;
         request.target_cache = &cache;
         if (!last_hidden.empty()) request.target_hidden = last_hidden.data();
         G4_RETURN_IF_ERROR(drafter.Propose(request, &draft));

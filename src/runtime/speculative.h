@@ -24,6 +24,7 @@ struct SpeculativeOptions {
   int draft_max = 4;      // tokens drafted per target pass; must be below the cache's max_chunk
   bool adaptive = false;  // start at draft_max, one fewer after a rejection, one more after a
                           // fully accepted draft (between 1 and draft_max)
+  float draft_p_min = 0;  // drafters stop before a token they give less probability (drafter.h)
   // The tokens the cache holds before the prompt (a conversation's earlier turns), if known:
   // drafters then see the whole conversation, not only the new turn.
   const std::vector<int>* cached = nullptr;

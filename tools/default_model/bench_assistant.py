@@ -8,6 +8,7 @@ medians over repetitions of decode tok/s summed over the prompts, acceptance, to
 pass, and whether every speculative output equals the plain one token for token.
 
 usage: /usr/bin/python3 tools/default_model/bench_assistant.py [--g4 build/g4] [--reps 3] [--n 64]
+           [--variants mtp1,mtp3@0.6,ngram]
 """
 import argparse
 import json
@@ -61,11 +62,20 @@ def main():
     ap.add_argument("--held-out", type=int, default=6)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", help="also write the results here")
+    ap.add_argument("--variants", default="mtp1,mtp2,mtp3,mtp4,ngram",
+                    help="besides plain: mtpK (--draft-max K), mtpK@P (and --draft-p-min P), ngram")
     args = ap.parse_args()
     variants = {"plain": []}
-    for k in (1, 2, 3, 4):
-        variants[f"mtp{k}"] = ["--spec", "mtp", "--draft", args.draft, "--draft-max", str(k)]
-    variants["ngram"] = ["--spec", "ngram"]
+    for name in args.variants.split(","):
+        m = re.fullmatch(r"mtp(\d+)(?:@([0-9.]+))?|ngram", name)
+        if not m:
+            ap.error(f"unknown variant {name!r}")
+        if name == "ngram":
+            variants[name] = ["--spec", "ngram"]
+            continue
+        variants[name] = ["--spec", "mtp", "--draft", args.draft, "--draft-max", m.group(1)]
+        if m.group(2):
+            variants[name] += ["--draft-p-min", m.group(2)]
     sets = prompts(args.held_out)
     load = [os.getloadavg()[0]]
     results = {}
@@ -117,7 +127,7 @@ def main():
         for v, r in rows.items():
             extra = (f"  acceptance {100 * r['acceptance']:5.1f}%  tokens/pass {r['tokens_per_target_pass']:.2f}"
                      if "acceptance" in r else "")
-            print(f"  {v:6s} {r['tok_s_median']:8.2f} tok/s  {r['speedup']:.2f}x  identical {r['identical_to_plain']}{extra}")
+            print(f"  {v:9s} {r['tok_s_median']:8.2f} tok/s  {r['speedup']:.2f}x  identical {r['identical_to_plain']}{extra}")
     results["load_average"] = [round(x, 2) for x in load]
     print("load average (1 min) during the run:", results["load_average"])
     if args.json:
