@@ -110,9 +110,9 @@ const CpuKernels* Avx512Bf16Kernels();
 std::vector<const CpuKernels*> UsableSimdKernels();
 // Whether bf16 products of 2-8 activation rows prefetch their weights as decode's one-row pass
 // does. Measured with BM_VerifyHead (one thread): on AMD Zen 5 (family 1Ah) the hardware
-// prefetcher falls behind such a pass (2 rows 5.9-7.3 ms without, 4.0 with; 1 row 3.0), on Zen 4
-// (family 19h) the prefetches slowed it (2 rows 6.4 ms with, 3.7 without). Other CPUs keep the
-// Zen 4 choice, the one measured first.
+// prefetcher falls behind such a pass (2 rows 5.9-7.3 ms without, 4.0-4.8 with; 1 row 3.0-3.7),
+// on Zen 4 (family 19h) the prefetches slowed it (2 rows 6.4 ms with, 3.7 without). Other CPUs
+// keep the Zen 4 choice, the one measured first.
 bool BatchedBf16PassesPrefetch();
 // The table in use: the last usable SIMD table that is not opt_in, else generic (G4_FORCE_ISA
 // picks another, opt_in ones included).
