@@ -3,14 +3,15 @@
 // tiles (4 keys x 2 heads of 8 lanes) load 6 registers per 8 FMAs and ran at ~45% of the FMA
 // peak (BM_Attention 512/2048, 48.8 GFLOP/s scores). Here 16 lanes and 32 registers: scores in
 // tiles of 2 keys x 8 heads (10 loads per 16 FMAs, each key row read once for 8 heads), values in
-// 4 keys x 4 heads (4 row loads and 4 output loads and stores per 16 FMAs). The sums are the same
-// float products added in another order. Compiled with the AVX-512 -m flags and only called after
+// blocks of 16 keys with the outputs in registers across each block (ValuesStretch). The sums are
+// the same float products added in another order. Compiled with the AVX-512 -m flags and only called after
 // a CPUID check (kernels/dispatch.cc); head dims that are not a multiple of 16 (and q8 blocks of
 // 8) keep the AVX2 tiles.
 #include "kernels/cpu/avx512/attention_avx512.h"
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/kv_format.h"
@@ -90,7 +91,8 @@ inline void ScoresTile(const float* q, int64_t q_stride, const uint8_t* k, int64
     __m512 kv[J];
     for (int j = 0; j < J; ++j) kv[j] = Kv::Load(k + j * k_stride, d);
     for (int h = 0; h < H; ++h) {
-      const __m512 qv = _mm512_loadu_ps(q + h * q_stride + d);
+      __m512 qv = _mm512_loadu_ps(q + h * q_stride + d);
+      asm("" : "+v"(qv));  // one load per head, not one per FMA (GCC folds it into each)
       for (int j = 0; j < J; ++j) acc[j][h] = _mm512_fmadd_ps(kv[j], qv, acc[j][h]);
     }
   }
@@ -133,47 +135,76 @@ void ScoresTiled(const float* q, int nq, int64_t q_stride, const uint8_t* k, int
   if (c < nq) heads.template operator()<1>(c);
 }
 
-// J keys x H heads of weights in registers while the tile walks the J value rows, adding into the
-// H output rows (at most 8 heads x 512 dims: they stay in L1).
-template <class Kv, int J, int H>
-inline void ValuesTile(const float* p, int64_t p_stride, const uint8_t* v, int64_t v_stride, int hd,
-                       float* o, int64_t o_stride) {
-  __m512 ph[H][J];
+// Values in blocks of kValueBlockKeys keys: for each stretch of D x 16 output dims, the H heads'
+// sums stay in registers while the tile walks the block's keys, each step one load of the key's
+// D chunks and a broadcast of each head's weight into D FMAs. The outputs are loaded and stored
+// once a block, not once every few keys, and each sum still adds the keys in order (the same
+// float operations as one FMA per key and dim). The block's rows (16 x 2 KiB at f32, head dim
+// 512) stay in L1 across the stretches.
+constexpr int kValueBlockKeys = 16;
+
+template <class Kv, int H, int D>
+inline void ValuesStretch(const float* p, int64_t p_stride, const uint8_t* v, int64_t v_stride,
+                          int keys, int d0, float* o, int64_t o_stride) {
+  __m512 acc[H][D];
   for (int h = 0; h < H; ++h)
-    for (int j = 0; j < J; ++j) ph[h][j] = _mm512_set1_ps(p[h * p_stride + j]);
-  for (int d = 0; d < hd; d += 16) {
-    if (d % Kv::kPrefetchEvery == 0)
-      for (int j = 0; j < J; ++j)
-        _mm_prefetch(
-            reinterpret_cast<const char*>(v + (j + kPrefetchRows) * v_stride + Kv::Offset(d)),
-            _MM_HINT_T0);
-    __m512 vj[J];
-    for (int j = 0; j < J; ++j) vj[j] = Kv::Load(v + j * v_stride, d);
+    for (int c = 0; c < D; ++c) acc[h][c] = _mm512_loadu_ps(o + h * o_stride + d0 + 16 * c);
+  for (int j = 0; j < keys; ++j) {
+    // The next block's rows, at the dims this stretch reads: they come back from memory while
+    // this block is worked on (decode reads the cache from memory).
+    for (int c = 0; c < D; ++c)
+      if ((d0 + 16 * c) % Kv::kPrefetchEvery == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(v + (j + kValueBlockKeys) * v_stride +
+                                                   Kv::Offset(d0 + 16 * c)),
+                     _MM_HINT_T0);
+    __m512 vj[D];
+    for (int c = 0; c < D; ++c) vj[c] = Kv::Load(v + j * v_stride, d0 + 16 * c);
     for (int h = 0; h < H; ++h) {
-      __m512 acc = _mm512_loadu_ps(o + h * o_stride + d);
-      for (int j = 0; j < J; ++j) acc = _mm512_fmadd_ps(ph[h][j], vj[j], acc);
-      _mm512_storeu_ps(o + h * o_stride + d, acc);
+      __m512 ph = _mm512_set1_ps(p[h * p_stride + j]);
+      asm("" : "+v"(ph));
+      for (int c = 0; c < D; ++c) acc[h][c] = _mm512_fmadd_ps(ph, vj[c], acc[h][c]);
     }
   }
+  for (int h = 0; h < H; ++h)
+    for (int c = 0; c < D; ++c) _mm512_storeu_ps(o + h * o_stride + d0 + 16 * c, acc[h][c]);
+}
+
+// H heads over one block of keys: stretches of D chunks (H x D = 16 sums in registers), then
+// single chunks for a head dim that is not a multiple of D x 16.
+template <class Kv, int H>
+inline void ValuesBlock(const float* p, int64_t p_stride, const uint8_t* v, int64_t v_stride,
+                        int keys, int hd, float* o, int64_t o_stride) {
+  constexpr int D = 16 / H;
+  int d0 = 0;
+  for (; d0 + 16 * D <= hd; d0 += 16 * D)
+    ValuesStretch<Kv, H, D>(p, p_stride, v, v_stride, keys, d0, o, o_stride);
+  for (; d0 < hd; d0 += 16) ValuesStretch<Kv, H, 1>(p, p_stride, v, v_stride, keys, d0, o, o_stride);
 }
 
 template <class Kv>
 void ValuesTiled(const float* p, int64_t p_stride, int nq, const uint8_t* v, int64_t v_stride,
                  int len, int hd, float* o, int64_t o_stride) {
-  auto keys = [&]<int J>(int& j) {
-    for (; j + J <= len; j += J) {
-      int c = 0;
-      for (; c + 4 <= nq; c += 4)
-        ValuesTile<Kv, J, 4>(p + c * p_stride + j, p_stride, v + j * v_stride, v_stride, hd,
-                             o + c * o_stride, o_stride);
-      for (; c < nq; ++c)
-        ValuesTile<Kv, J, 1>(p + c * p_stride + j, p_stride, v + j * v_stride, v_stride, hd,
-                             o + c * o_stride, o_stride);
+  for (int j = 0; j < len; j += kValueBlockKeys) {
+    const int keys = std::min(kValueBlockKeys, len - j);
+    const uint8_t* vb = v + j * v_stride;
+    int c = 0;
+    for (; c + 8 <= nq; c += 8)
+      ValuesBlock<Kv, 8>(p + c * p_stride + j, p_stride, vb, v_stride, keys, hd, o + c * o_stride,
+                         o_stride);
+    if (c + 4 <= nq) {
+      ValuesBlock<Kv, 4>(p + c * p_stride + j, p_stride, vb, v_stride, keys, hd, o + c * o_stride,
+                         o_stride);
+      c += 4;
     }
-  };
-  int j = 0;
-  keys.template operator()<4>(j);
-  keys.template operator()<1>(j);
+    if (c + 2 <= nq) {
+      ValuesBlock<Kv, 2>(p + c * p_stride + j, p_stride, vb, v_stride, keys, hd, o + c * o_stride,
+                         o_stride);
+      c += 2;
+    }
+    if (c < nq)
+      ValuesBlock<Kv, 1>(p + c * p_stride + j, p_stride, vb, v_stride, keys, hd, o + c * o_stride,
+                         o_stride);
+  }
 }
 
 // The AVX2 table's entries, for the shapes these tiles do not take.
