@@ -4,9 +4,9 @@
 // peak (BM_Attention 512/2048, 48.8 GFLOP/s scores). Here 16 lanes and 32 registers: scores in
 // tiles of 2 keys x 8 heads (10 loads per 16 FMAs, each key row read once for 8 heads), values in
 // blocks of 16 keys with the outputs in registers across each block (ValuesStretch). The sums are
-// the same float products added in another order. Compiled with the AVX-512 -m flags and only called after
-// a CPUID check (kernels/dispatch.cc); head dims that are not a multiple of 16 (and q8 blocks of
-// 8) keep the AVX2 tiles.
+// the same float products added in another order. Compiled with the AVX-512 -m flags and only
+// called after a CPUID check (kernels/dispatch.cc); head dims that are not a multiple of 16 (and q8
+// blocks of 8) keep the AVX2 tiles.
 #include "kernels/cpu/avx512/attention_avx512.h"
 
 #include <immintrin.h>
@@ -161,7 +161,7 @@ inline void ValuesStretch(const float* p, int64_t p_stride, const uint8_t* v, in
     for (int c = 0; c < D; ++c) vj[c] = Kv::Load(v + j * v_stride, d0 + 16 * c);
     for (int h = 0; h < H; ++h) {
       __m512 ph = _mm512_set1_ps(p[h * p_stride + j]);
-      asm("" : "+v"(ph));
+      asm("" : "+v"(ph));  // one broadcast per head and key, as the query loads above
       for (int c = 0; c < D; ++c) acc[h][c] = _mm512_fmadd_ps(ph, vj[c], acc[h][c]);
     }
   }
@@ -178,7 +178,8 @@ inline void ValuesBlock(const float* p, int64_t p_stride, const uint8_t* v, int6
   int d0 = 0;
   for (; d0 + 16 * D <= hd; d0 += 16 * D)
     ValuesStretch<Kv, H, D>(p, p_stride, v, v_stride, keys, d0, o, o_stride);
-  for (; d0 < hd; d0 += 16) ValuesStretch<Kv, H, 1>(p, p_stride, v, v_stride, keys, d0, o, o_stride);
+  for (; d0 < hd; d0 += 16)
+    ValuesStretch<Kv, H, 1>(p, p_stride, v, v_stride, keys, d0, o, o_stride);
 }
 
 template <class Kv>
