@@ -1,6 +1,6 @@
-// The bf16-weight matrix product (fp32 FMAs over weights widened 8 at a time), shared by the AVX2
-// and AVX-512 tables: each instantiates it with its own -m flags and register count (AVX-512VL
-// gives the 256-bit code 32 registers, so wider tiles).
+// The bf16-weight matrix product of the AVX2 table (fp32 FMAs over weights widened 8 at a time);
+// the AVX-512 table has its own 16-lane one (avx512/bf16_matmul_avx512.cc). kRegisters: the
+// vector registers the tiles may fill.
 #pragma once
 
 #include <immintrin.h>
@@ -13,8 +13,7 @@
 #include "kernels/cpu_kernels.h"
 
 namespace g4 {
-// Internal linkage: each ISA file compiles its own copy. One inline function shared by both
-// could be linked to the AVX-512 build and then run in the AVX2 table on a CPU without AVX-512.
+// Internal linkage: an ISA file that includes it compiles its own copy, with its own -m flags.
 namespace {
 
 inline float HorizontalSum(__m256 v) {
@@ -91,17 +90,10 @@ inline void Bf16Pass(const WeightMatrix& w, int r0, int r1, const float* x, int 
 template <int kRegisters, bool kPrefetchBatch>
 void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
                 int64_t ldy) {
-  switch (n) {
-    case 1: return Bf16Pass<kRegisters, kPrefetchBatch, 1>(w, r0, r1, x, 0, y, ldy);
-    case 2: return Bf16Pass<kRegisters, kPrefetchBatch, 2>(w, r0, r1, x, 0, y, ldy);
-    case 3: return Bf16Pass<kRegisters, kPrefetchBatch, 3>(w, r0, r1, x, 0, y, ldy);
-    case 4: return Bf16Pass<kRegisters, kPrefetchBatch, 4>(w, r0, r1, x, 0, y, ldy);
-    case 5: return Bf16Pass<kRegisters, kPrefetchBatch, 5>(w, r0, r1, x, 0, y, ldy);
-    case 6: return Bf16Pass<kRegisters, kPrefetchBatch, 6>(w, r0, r1, x, 0, y, ldy);
-    case 7: return Bf16Pass<kRegisters, kPrefetchBatch, 7>(w, r0, r1, x, 0, y, ldy);
-    case 8: return Bf16Pass<kRegisters, kPrefetchBatch, 8>(w, r0, r1, x, 0, y, ldy);
-    default: break;
-  }
+  if (WithPassRows<kBf16PassRows>(n, [&]<int C>() {
+        Bf16Pass<kRegisters, kPrefetchBatch, C>(w, r0, r1, x, 0, y, ldy);
+      }))
+    return;
   auto tile = [&]<int R, int C>(int r, int i) { TileBf16<R, C, C == 1>(w, r, x, i, y, ldy); };
   WalkTiles<4, 2>(r0, r1, n, tile);
 }

@@ -39,6 +39,21 @@ struct ActivationRows {
   }
 };
 
+// Calls pass.template operator()<C>() with C = n for 1 <= n <= kMaxRows (a pass compiled for
+// each row count) and returns true; false for other n.
+template <int kMaxRows, int C = 1, typename Pass>
+inline bool WithPassRows(int n, Pass&& pass) {
+  if constexpr (C > kMaxRows) {
+    return false;
+  } else {
+    if (n == C) {
+      pass.template operator()<C>();
+      return true;
+    }
+    return WithPassRows<kMaxRows, C + 1>(n, pass);
+  }
+}
+
 // Walks W rows [r0, r1) x activation rows [0, n) in R x C tiles (smaller tiles at the edges).
 // x rows outer, W rows inner: a task's W rows (a few tens of KiB) stay in L1/L2 while the x
 // tiles pass over them.

@@ -14,12 +14,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/avx512/lane_sums.h"
 #include "kernels/kv_format.h"
 
 namespace g4 {
 namespace {
 
-// The rows this many keys ahead are asked for: decode reads the cache from memory.
+// The scores tiles ask for the key rows this many keys ahead (decode reads the cache from
+// memory); the values tiles ask for the next block of kValueBlockKeys.
 constexpr int kPrefetchRows = 16;
 
 // 16 consecutive values of a cached K/V head row widened to float (kernels/kv_format.h); `row` is
@@ -53,28 +55,6 @@ struct Q8Kv {
     return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(scale));
   }
 };
-
-// out[i] = the sum of the lanes of x[i], for 16 registers: folded pairwise (halves, then 128-bit
-// lanes, then within lanes) in 45 instructions, where 16 separate reductions take ~160 and
-// cost a third of a 2 x 8 scores tile at head dim 512.
-inline void SumEach16(const __m512* x, float* out) {
-  __m512 a[8], b[4];
-  for (int m = 0; m < 8; ++m)  // a[m]: x[2m]'s 8-lane partial in the low half, x[2m+1]'s high
-    a[m] = _mm512_add_ps(_mm512_shuffle_f32x4(x[2 * m], x[2 * m + 1], 0x44),
-                         _mm512_shuffle_f32x4(x[2 * m], x[2 * m + 1], 0xEE));
-  for (int n = 0; n < 4; ++n)  // b[n]: 128-bit lane L holds x[4n+L]'s 4-lane partial
-    b[n] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * n], a[2 * n + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(a[2 * n], a[2 * n + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-  const __m512 t0 = _mm512_add_ps(_mm512_unpacklo_ps(b[0], b[1]), _mm512_unpackhi_ps(b[0], b[1]));
-  const __m512 t1 = _mm512_add_ps(_mm512_unpacklo_ps(b[2], b[3]), _mm512_unpackhi_ps(b[2], b[3]));
-  const __m512 sums = _mm512_add_ps(
-      _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t1))),
-      _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t1))));
-  alignas(64) float lanes[16];  // lane 4L + m is x[4m + L]
-  _mm512_store_ps(lanes, sums);
-  for (int L = 0; L < 4; ++L)
-    for (int m = 0; m < 4; ++m) out[4 * m + L] = lanes[4 * L + m];
-}
 
 template <class Kv, int J, int H>
 inline void ScoresTile(const float* q, int64_t q_stride, const uint8_t* k, int64_t k_stride, int hd,

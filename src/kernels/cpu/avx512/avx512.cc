@@ -1,5 +1,6 @@
-// AVX-512 (F, BW, VL) + VNNI versions of the q8/q4 matrix products (and the bf16 one of
-// cpu/bf16_matmul.h with 32 registers); the rest of the table is the AVX2 one. vpdpbusd does 64 u8 x s8 products with their 4-way sums in one instruction, where
+// AVX-512 (F, BW, VL) + VNNI versions of the q8/q4 matrix products (with the attention tiles and
+// the bf16 product of this folder); the rest of the table is the AVX2 one. vpdpbusd does 64 u8 x
+// s8 products with their 4-way sums in one instruction, where
 // AVX2 needs maddubs + madd on half as many. Compiled with the matching -m flags and only called
 // after a CPUID check (kernels/dispatch.cc).
 #include <immintrin.h>
@@ -8,7 +9,7 @@
 #include <cstring>
 
 #include "kernels/cpu/avx512/attention_avx512.h"
-#include "kernels/cpu/bf16_matmul.h"
+#include "kernels/cpu/avx512/bf16_matmul_avx512.h"
 #include "kernels/cpu/matmul_driver.h"
 #include "kernels/cpu/tiling.h"
 #include "kernels/cpu_kernels.h"
@@ -348,9 +349,7 @@ const CpuKernels* Avx512Kernels() {
     t.name = "avx512";
     t.matmul_q8 = MatMulQuantized<Tiles<false>>;
     t.matmul_q4 = MatMulQuantized<Tiles<true>>;
-    // The AVX2 bf16 product (the same sums, bit for bit) with AVX-512VL's 32 registers: wider
-    // tiles for a verify pass of 5-8 rows.
-    t.matmul_bf16 = BatchedBf16PassesPrefetch() ? MatMulBf16<32, true> : MatMulBf16<32, false>;
+    UseAvx512Bf16MatMul(&t, BatchedBf16PassesPrefetch());
     t.q8_layout = WeightLayout::kRowGroups16;
     t.q4_layout = WeightLayout::kRowGroups16;
     UseAvx512Attention(&t);

@@ -1,0 +1,121 @@
+// The bf16-weight matrix product with 16-lane registers: fp32 FMAs over weights widened 16 at a
+// time, each tile's outputs summed in one register (lane_sums.h) and stored together. The 8-lane
+// AVX2 tile (cpu/bf16_matmul.h) takes twice the instructions per weight and, at the 128 columns
+// of the default model's LM head, one reduction per output: BM_VerifyHead (262,144 x 128) put
+// one row at 2.70 ms with it and 1.86 ms with this on one Zen 5 core (medians of 5, alternated;
+// docs/performance.md). Compiled with the AVX-512 -m flags and only called after a CPUID check
+// (kernels/dispatch.cc).
+#include "kernels/cpu/avx512/bf16_matmul_avx512.h"
+
+#include <immintrin.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "base/half.h"
+#include "kernels/cpu/avx512/lane_sums.h"
+#include "kernels/cpu/tiling.h"
+
+namespace g4 {
+namespace {
+
+// Columns k..k+15 of the tile's rows into its R x C accumulators.
+template <int R, int C, bool kPrefetch>
+inline void Step(const uint16_t* const* wp, const float* const* xp, int k, __m512* acc) {
+  __m512 xv[C];
+  for (int c = 0; c < C; ++c) {
+    xv[c] = _mm512_loadu_ps(xp[c] + k);
+    asm("" : "+v"(xv[c]));  // one load per x row and step, not one per FMA (GCC folds it)
+  }
+  for (int a = 0; a < R; ++a) {
+    if (kPrefetch && k % 32 == 0) PrefetchAhead(wp[a] + k);  // once per 64-byte line
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[a] + k));
+    const __m512 wv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    for (int c = 0; c < C; ++c) acc[a * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[a * C + c]);
+  }
+}
+
+// R W rows x C x rows. Each output is one 16-lane accumulator over its row in column order, the
+// lane sum of lane_sums.h, then the columns past the last 16: the same float whatever R and C, so
+// decode, a speculative verify pass and a batch give every row the same logits (greedy verification
+// picks exactly the tokens plain decoding picks). Each widened weight vector goes straight into its
+// C FMAs; the step's x vectors stay in registers. kPrefetch: ask for the weights ahead (decode,
+// memory-bound).
+template <int R, int C, bool kPrefetch>
+inline void Tile(const WeightMatrix& w, int r, const float* x, int i, float* y, int64_t ldy) {
+  static_assert(R * C <= 16);
+  const int cols = w.cols;
+  const uint16_t* wp[R];
+  const float* xp[C];
+  for (int a = 0; a < R; ++a)
+    wp[a] = static_cast<const uint16_t*>(w.data) + static_cast<int64_t>(r + a) * cols;
+  for (int c = 0; c < C; ++c) xp[c] = x + static_cast<int64_t>(i + c) * cols;
+  __m512 acc[R * C];
+  for (int o = 0; o < R * C; ++o) acc[o] = _mm512_setzero_ps();
+  int k = 0;
+  for (; k + 16 <= cols; k += 16) Step<R, C, kPrefetch>(wp, xp, k, acc);
+  // The R x C sums in one register, then x row c's R outputs moved to its lanes 0..R-1 and
+  // stored together.
+  const __m512 sums = [&]<size_t... M>(std::index_sequence<M...>) {
+    return SumLanes16((M < R * C ? acc[M % (R * C)] : _mm512_setzero_ps())...);
+  }
+  (std::make_index_sequence<16>());
+  alignas(64) static constexpr auto kLanes = [] {
+    std::array<std::array<int32_t, 16>, C> lanes{};
+    for (int c = 0; c < C; ++c)
+      for (int a = 0; a < R; ++a) lanes[c][a] = SumLane(a * C + c);
+    return lanes;
+  }();
+  for (int c = 0; c < C; ++c)
+    _mm512_mask_storeu_ps(y + (i + c) * ldy + r, static_cast<__mmask16>((1u << R) - 1),
+                          _mm512_permutexvar_ps(_mm512_load_si512(kLanes[c].data()), sums));
+  // The columns past the last 16, one at a time in order. Not a masked vector step: GCC takes the
+  // masked-load builtins for reads of the accumulator array and then keeps it on the stack,
+  // stored every step (2x slower).
+  for (int a = 0; a < R && k < cols; ++a)
+    for (int c = 0; c < C; ++c) {
+      float& out = y[(i + c) * ldy + r + a];
+      for (int kk = k; kk < cols; ++kk) out += Bf16ToF32(wp[a][kk]) * xp[c][kk];
+    }
+}
+
+// Up to this many x rows take one pass over W (CpuKernels::bf16_pass_rows).
+constexpr int kPassRows = 8;
+
+// W rows per tile for C x rows: the R x C sums fill one register of lane sums.
+template <int C>
+constexpr int kTileRows = 16 / C;
+
+// W rows [r0, r1) x the C x rows from row i in one pass.
+template <int C, bool kPrefetch>
+inline void Pass(const WeightMatrix& w, int r0, int r1, const float* x, int i, float* y,
+                 int64_t ldy) {
+  constexpr int R = kTileRows<C>;
+  int r = r0;
+  for (; r + R <= r1; r += R) Tile<R, C, kPrefetch>(w, r, x, i, y, ldy);
+  for (; r < r1; ++r) Tile<1, C, kPrefetch>(w, r, x, i, y, ldy);
+}
+
+// y[i * ldy + r] = W row r . x row i (CpuKernels::matmul_bf16). Decode and a speculative verify
+// pass (n <= 8) read each weight once, in tasks sized like decode's; more rows (prefill) take
+// 8 x 2 tiles over the task's W rows, which the caller sizes to stay in L2 (kernels/ops.cc).
+template <bool kPrefetchBatch>
+void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
+                int64_t ldy) {
+  if (WithPassRows<kPassRows>(
+          n, [&]<int C>() { Pass<C, C == 1 || kPrefetchBatch>(w, r0, r1, x, 0, y, ldy); }))
+    return;
+  auto tile = [&]<int R, int C>(int r, int i) { Tile<R, C, C == 1>(w, r, x, i, y, ldy); };
+  WalkTiles<kTileRows<2>, 2>(r0, r1, n, tile);
+}
+
+}  // namespace
+
+void UseAvx512Bf16MatMul(CpuKernels* table, bool prefetch_batch) {
+  table->matmul_bf16 = prefetch_batch ? MatMulBf16<true> : MatMulBf16<false>;
+  table->bf16_pass_rows = kPassRows;
+}
+
+}  // namespace g4

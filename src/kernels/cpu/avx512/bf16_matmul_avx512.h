@@ -1,0 +1,12 @@
+// The AVX-512 bf16-weight matrix product (bf16_matmul_avx512.cc), put into a kernel table.
+#pragma once
+
+#include "kernels/cpu_kernels.h"
+
+namespace g4 {
+
+// `prefetch_batch`: passes of 2-8 x rows prefetch their weights as decode's does
+// (BatchedBf16PassesPrefetch).
+void UseAvx512Bf16MatMul(CpuKernels* table, bool prefetch_batch);
+
+}  // namespace g4
