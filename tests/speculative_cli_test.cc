@@ -86,6 +86,15 @@ TEST(SpeculativeCli, MtpGivesThePlainIdsOnEveryPreset) {
           EXPECT_LT(drafted, drafted_max3) << spec;
         }
       }
+      if (kv != "f32") continue;
+      // Two tensor-parallel ranks: the assistant runs on both (E4B's KV heads and the 12B's
+      // sliding ones are split over them; E2B's one head is on each).
+      const std::string tp = with_kv + " --tp 2 --spec mtp --draft " + assistant + " --draft-max 3";
+      const G4RunResult run = RunG4(tp);
+      ASSERT_EQ(run.exit_code, 0) << tp << "\n" << run.output;
+      const nlohmann::json j = LastJsonLine(run.output);
+      EXPECT_EQ(j["ids"], expected) << tp;
+      EXPECT_GT(j["speculative"]["drafted"].get<int>(), 0) << tp;
     }
   }
 }
@@ -107,7 +116,8 @@ TEST(SpeculativeCli, ClearErrors) {
              "--draft-p-min must be between 0 and 1"},
         Case{"--spec ngram --draft-p-min 0.5", "--draft-p-min needs a drafter with probabilities"},
         Case{"--spec draft --draft /nonexistent/model", "/nonexistent/model"},
-        Case{"--spec mtp --draft " + dir, "model_type must be gemma4_assistant"}}) {
+        Case{"--spec mtp --draft " + dir, "model_type must be gemma4_assistant"},
+        Case{"--tp 2 --spec draft --draft " + dir, "--spec draft does not run tensor parallel"}}) {
     const G4RunResult run = RunG4(base + c.flags);
     EXPECT_NE(run.exit_code, 0) << c.flags;
     EXPECT_NE(run.output.find(c.message), std::string::npos) << c.flags << "\n" << run.output;

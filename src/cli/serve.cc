@@ -108,12 +108,6 @@ int RunServe(int argc, char** argv) {
     std::fprintf(stderr, "g4 serve: %s\n", st.message().c_str());
     return 2;
   }
-  if (m.spec.spec == "mtp" && (tp > 1 || LaunchedByMpi())) {
-    // The assistant reads the target's whole KV cache; rank 0 holds only its share of the heads.
-    std::fprintf(stderr, "g4 serve: --spec mtp does not run with --tp (tensor-parallel serving) yet; "
-                         "--spec ngram and --spec draft do\n");
-    return 2;
-  }
   o.model_dir = m.model_dir;
   o.prefix_reuse = !no_prefix_reuse;
   o.log_requests = !quiet;

@@ -80,10 +80,14 @@ Status AddDrafters(const SpecFlags& spec, const ModelOptions& load, Model& targe
     return OkStatus();
   }
   if (spec.spec == "mtp") {
-    // Rank 0's cache holds only its share of the KV heads, and the assistant reads all of them.
-    if (target.communicator())
-      return Status::Error("--spec mtp does not run with --tp (tensor-parallel serving) yet; use --spec ngram or draft");
-    G4_ASSIGN_OR_RETURN(std::unique_ptr<Assistant> loaded, Assistant::Load(spec.draft, target));
+    // Under --tp the assistant drafts on rank 0 alone (the followers only run the steps), from
+    // rank 0's cache: a target whose K/V heads are split over the ranks is refused by Load.
+    Result<std::unique_ptr<Assistant>> assistant_or = Assistant::Load(spec.draft, target);
+    if (!assistant_or.ok() && target.communicator())
+      return Status::Errorf("--spec mtp with --tp: ", assistant_or.status().message(),
+                            "; g4 serve drafts on rank 0 alone (g4 run --tp runs the assistant on "
+                            "every rank); --spec ngram and --spec draft serve with --tp");
+    G4_ASSIGN_OR_RETURN(std::unique_ptr<Assistant> loaded, std::move(assistant_or));
     std::shared_ptr<Assistant> assistant = std::move(loaded);
     so->make_drafter = [assistant](int) { return std::make_unique<MtpDrafter>(assistant); };
     return OkStatus();

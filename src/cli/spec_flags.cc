@@ -68,13 +68,15 @@ Result<SpecSetup> MakeSpecSetup(const SpecFlags& flags, Model& target,
     setup.drafter = std::make_unique<NgramDrafter>(flags.ngram_min, flags.ngram_max);
     return setup;
   }
-  if (comm)
-    return Status::Errorf("--spec ", flags.spec, " does not run tensor parallel yet; use --spec ngram");
   if (flags.spec == "mtp") {
-    G4_ASSIGN_OR_RETURN(std::unique_ptr<Assistant> assistant, Assistant::Load(flags.draft, target));
+    // Every rank runs this (the same generation on each): the assistant drafts in lockstep.
+    G4_ASSIGN_OR_RETURN(std::unique_ptr<Assistant> assistant,
+                        Assistant::Load(flags.draft, target, target.communicator()));
     setup.drafter = std::make_unique<MtpDrafter>(std::move(assistant));
     return setup;
   }
+  if (comm)
+    return Status::Error("--spec draft does not run tensor parallel yet; use --spec ngram or mtp");
   ModelOptions draft_load = load;
   draft_load.comm = nullptr;
   draft_load.tp = 1;

@@ -29,12 +29,27 @@ double TopProbability(const float* scores, int64_t n) {
 
 }  // namespace
 
-Result<std::unique_ptr<Assistant>> Assistant::Load(const std::string& dir, Model& target) {
+Result<std::unique_ptr<Assistant>> Assistant::Load(const std::string& dir, Model& target,
+                                                   Communicator* lockstep) {
   G4_ASSIGN_OR_RETURN(AssistantConfig config, LoadAssistantConfig(dir));
   G4_ASSIGN_OR_RETURN(AssistantPlan plan, BuildAssistantPlan(config, target.plan()));
-  if (target.weights().embed_table != nullptr || target.weights().embed.rows != target.plan().vocab)
+  if (target.weights().embed_table == nullptr && target.weights().embed.rows != target.plan().vocab)
     return Status::Errorf("the assistant drafter needs the target's whole embedding table");
+  bool splits_kv = false;
+  for (const LayerPlan& lp : plan.layers) {
+    if (!LayerSplitsKv(lp)) continue;
+    splits_kv = true;
+    if (!lockstep)
+      return Status::Errorf(
+          "the assistant reads all ", lp.n_heads_q / lp.group_size, " KV heads of target layer ",
+          lp.kv_source, ", which tensor parallelism splits over the ranks (this rank holds ",
+          lp.n_heads_kv, "); it drafts alone here, so it needs them all on one rank");
+  }
   std::unique_ptr<Assistant> a(new Assistant(target, std::move(plan)));
+  if (lockstep && lockstep->size() > 1) {
+    a->lockstep_ = lockstep;
+    a->splits_kv_ = splits_kv;
+  }
   G4_RETURN_IF_ERROR(a->Bind(dir));
   return a;
 }
@@ -136,6 +151,7 @@ Status Assistant::Bind(const std::string& dir) {
   }
   const int Ha = p.hidden, Hb = p.backbone_hidden;
   in_.resize(2 * Hb);
+  embed_row_bytes_.resize(RowLookupScratchBytes(EmbeddingTable(target_.weights(), Hb)));
   x_.resize(Ha);
   a_.resize(Ha);
   o_.resize(Ha);
@@ -226,9 +242,10 @@ Status Assistant::Trunk(const KvCache& cache, int token, int64_t pos, const floa
     reserved_context_ = cache.max_context();
   }
   // §10.3 input: [target embedding x sqrt(Hb) (the target's own scale), h] -> pre_projection.
-  const ModelWeights& tw = target_.weights();
-  DequantizeRow(tw.embed, token, in_.data());
-  for (int i = 0; i < Hb; ++i) in_[i] *= tw.embed_scale;
+  if (!LookupRow(EmbeddingTable(target_.weights(), Hb), token, embed_row_bytes_.data(), in_.data()))
+    return Status::Error(
+        "the target's embedding table became unreadable (truncated or rewritten "
+        "on disk); restart to load it again");
   std::memcpy(in_.data() + Hb, h, sizeof(float) * Hb);
   MatMul(pre_projection_, in_.data(), 1, x_.data(), pool);
 
@@ -249,14 +266,21 @@ Status Assistant::Trunk(const KvCache& cache, int token, int64_t pos, const floa
       ApplyRope(head, hd, lp.rope_pairs, cos_.data(), sin_.data());
     }
     // Keys strictly before pos: a query "at" pos - 1 with the window shortened by one sees
-    // [pos - W + 1, pos - 1] (sliding) or [0, pos - 1] (full).
+    // [pos - W + 1, pos - 1] (sliding) or [0, pos - 1] (full). The queries of the KV heads this
+    // cache holds (all of them unless split over the ranks: then the other heads' outputs come
+    // from the other ranks, and x + 0 keeps each sum exact).
     const int slot = lp.kv_slot;
-    const AttentionRow row{q_.data(),         attn_.data(),        pos - 1,
-                           cache.K(slot, 0),  cache.V(slot, 0),    cache.RowStride(slot),
+    const int h0 = lp.kv_head_offset * lp.group_size, heads = lp.n_heads_kv * lp.group_size;
+    const bool split = LayerSplitsKv(lp);
+    if (split) std::fill_n(attn_.begin(), lp.q_dim(), 0.0f);
+    const size_t first = static_cast<size_t>(h0) * hd;
+    const AttentionRow row{q_.data() + first,    attn_.data() + first, pos - 1,
+                           cache.K(slot, 0),     cache.V(slot, 0),     cache.RowStride(slot),
                            cache.capacity(slot), cache.type()};
-    const AttentionShape shape{lp.n_heads_q, hd, lp.group_size, 0, 0,
-                               lp.window > 0 ? lp.window - 1 : 0};
+    const AttentionShape shape{
+        heads, hd, lp.group_size, h0, lp.kv_head_offset, lp.window > 0 ? lp.window - 1 : 0};
     Attend(shape, &row, 1, attention_, pool);
+    if (split) lockstep_->AllReduceSum(attn_.data(), lp.q_dim());
     MatMul(w.o_proj, attn_.data(), 1, o_.data(), pool);
     RmsNorm(o_.data(), w.post_attention_norm.data(), Ha, eps, o_.data());
     for (int i = 0; i < Ha; ++i) x_[i] += o_[i];
@@ -333,6 +357,8 @@ void Assistant::LmHead(const float* z, float* logits) {
 Status Assistant::Draft(const KvCache& cache, int token, int64_t pos, const float* h, int n,
                         std::vector<int>* tokens, float min_probability) {
   tokens->clear();
+  // Ranks that each hold every KV head draft alike: rank 0 alone does (its tokens are kept).
+  if (lockstep_ && !splits_kv_ && lockstep_->rank() != 0) return OkStatus();
   std::copy_n(h, plan_.backbone_hidden, chain_h_.begin());
   // Greedy through the centroid head needs only the candidates' scores; the dense head (and the
   // test hook) goes through the logits.
@@ -352,7 +378,15 @@ Status Assistant::Draft(const KvCache& cache, int token, int64_t pos, const floa
       scores = step_logits_.data();
       n_scores = plan_.vocab;
     }
-    if (min_probability > 0 && TopProbability(scores, n_scores) < min_probability) break;
+    int stop = min_probability > 0 && TopProbability(scores, n_scores) < min_probability;
+    if (splits_kv_) {
+      // Every rank takes rank 0's token and stop, so all run the same steps (and sums).
+      int decision[2] = {token, stop};
+      lockstep_->Broadcast(decision, sizeof decision, 0);
+      token = decision[0];
+      stop = decision[1];
+    }
+    if (stop) break;
     tokens->push_back(token);
     chain_h_.swap(next_h_);
   }

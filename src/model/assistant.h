@@ -23,7 +23,16 @@ class Assistant {
  public:
   // Loads DIR (config.json + safetensors) and binds it to `target` (geometry checked). Matrices
   // keep a bf16 checkpoint's format (f16/f32 become f32).
-  static Result<std::unique_ptr<Assistant>> Load(const std::string& dir, Model& target);
+  //
+  // Tensor parallel targets (`target` holds one rank's share): with `lockstep` null the assistant
+  // drafts alone from this rank's cache, so every layer it reads must keep all its KV heads here
+  // (replicated, as E2B's single KV head is), else an error. With `lockstep` (the target's rank
+  // group), every rank loads it and calls Draft with the same arguments in the same order; the
+  // caller keeps rank 0's tokens (runtime/speculative.cc broadcasts them). Each rank attends with
+  // the queries of the KV heads it holds and the outputs are summed over the ranks; when no layer
+  // is split, only rank 0 drafts.
+  static Result<std::unique_ptr<Assistant>> Load(const std::string& dir, Model& target,
+                                                 Communicator* lockstep = nullptr);
 
   const AssistantPlan& plan() const { return plan_; }
 
@@ -66,6 +75,8 @@ class Assistant {
 
   Model& target_;
   AssistantPlan plan_;
+  Communicator* lockstep_ = nullptr;
+  bool splits_kv_ = false;  // some layer's KV heads are spread over the lockstep ranks
   bool dense_head_ = false;
   std::vector<std::vector<uint8_t>> buffers_;  // owned weight bytes
   // embed_: the tied head's table; with the centroid head in cluster order (row i is id
@@ -82,6 +93,7 @@ class Assistant {
   std::vector<int> top_;     // the top clusters, by index
   std::vector<int32_t> candidate_rows_;
   std::vector<float> dense_rows_;  // the dense test hook's scores in table order
+  std::vector<uint8_t> embed_row_bytes_;  // a mapped embedding row on its way to fp32
   int64_t reserved_context_ = 0;
   // The step's products and attention run on step_pool_: serial_ (the calling thread) when the
   // step reads at most kSerialStepBytes of weights, else the target's pool.

@@ -70,14 +70,12 @@ void Model::Prepare(int threads, bool kernel_layout) {
   }
 }
 
-namespace {
-
-// The token embedding as this model holds it: the whole (tied) matrix, or, when that is only a
-// tensor-parallel rank's vocabulary block, the checkpoint's table left mapped.
 RowTable EmbeddingTable(const ModelWeights& w, int hidden) {
   if (!w.embed_table) return RowTable{&w.embed, nullptr, DType::kBF16, hidden, w.embed.type, w.embed_scale};
   return RowTable{nullptr, w.embed_table, w.embed_table_dtype, hidden, w.embed_table_type, w.embed_scale};
 }
+
+namespace {
 
 // The per-layer embedding table [vocab, L*P], always left mapped (E2B/E4B).
 RowTable PleTable(const ModelWeights& w, int width) {

@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
+#include "kernels/row_lookup.h"
 #include "model/communicator.h"
 #include "model/kv_cache.h"
 #include "model/plan.h"
@@ -37,6 +38,11 @@ struct Activations {
   std::vector<float> logits_block, logits_gathered;  // tensor parallel: this rank's vocab block, all blocks
   void Reserve(const ModelPlan& plan, int rows, int n_rope_configs, int max_pairs);
 };
+
+// The token embedding as a model holds it: the whole (tied) matrix, or, when that is only a
+// tensor-parallel rank's vocabulary block, the checkpoint's table left mapped. Rows read through
+// LookupRow come out scaled by sqrt(hidden) (the model's embed_scale).
+RowTable EmbeddingTable(const ModelWeights& w, int hidden);
 
 class Model {
  public:

@@ -106,8 +106,6 @@ Result<AssistantPlan> BuildAssistantPlan(const AssistantConfig& config, const Mo
   if (own.vocab != target.vocab)
     return Status::Errorf(where, ": vocab_size = ", own.vocab, " but the target's is ",
                           target.vocab);
-  if (target.tp_size != 1)
-    return Status::Errorf("the assistant drafter does not run under tensor parallelism yet");
   for (LayerPlan lp : own.layers) {
     // HF store_full_length_kv: the last KV-owner layer of the same attention type.
     int src = -1;
@@ -118,13 +116,19 @@ Result<AssistantPlan> BuildAssistantPlan(const AssistantConfig& config, const Mo
       return Status::Errorf(where, ": layer ", lp.index, " (", type,
                             ") has no target layer of its type to read K/V from");
     const LayerPlan& t = target.layers[src];
-    if (t.head_dim != lp.head_dim || t.n_heads_kv != lp.n_heads_kv || t.window != lp.window)
+    // A tensor-parallel rank's plan holds a share of the query heads and, where they divide,
+    // of the KV heads; the group size is the whole model's.
+    const int target_kv = t.n_heads_q * target.tp_size / t.group_size;
+    if (t.head_dim != lp.head_dim || target_kv != lp.n_heads_kv || t.window != lp.window)
       return Status::Errorf(where, ": layer ", lp.index, " (", type, ") expects K/V of ",
                             lp.n_heads_kv, " heads x ", lp.head_dim, " (window ", lp.window,
-                            ") but target layer ", src, " has ", t.n_heads_kv, " x ", t.head_dim,
+                            ") but target layer ", src, " has ", target_kv, " x ", t.head_dim,
                             " (window ", t.window, ")");
     lp.kv_source = src;
     lp.kv_slot = t.kv_slot;
+    // The KV heads this rank's cache holds (all of them unless split over the ranks).
+    lp.n_heads_kv = t.n_heads_kv;
+    lp.kv_head_offset = t.kv_head_offset;
     p.layers.push_back(lp);
   }
   return p;

@@ -45,11 +45,19 @@ struct AssistantPlan {
   int vocab = 0;
   int mlp_width = 0;
   double rms_norm_eps = 1e-6;
-  std::vector<LayerPlan> layers;  // kv_source/kv_slot index the TARGET's plan and cache
+  // kv_source/kv_slot index the TARGET's plan and cache; n_heads_kv and kv_head_offset are the
+  // KV heads that cache holds (under tensor parallelism, maybe a share: LayerSplitsKv).
+  std::vector<LayerPlan> layers;
   bool centroid_head() const { return config.use_ordered_embeddings; }
   int cluster_size() const { return vocab / config.num_centroids; }
 };
 Result<AssistantPlan> BuildAssistantPlan(const AssistantConfig& config, const ModelPlan& target);
+
+// True when an assistant layer's queries read KV heads that this rank's cache does not hold
+// (the target's layer keeps its K/V split over the tensor-parallel ranks).
+inline bool LayerSplitsKv(const LayerPlan& layer) {
+  return layer.n_heads_kv * layer.group_size < layer.n_heads_q;
+}
 
 // The assistant's checkpoint tensors (HF names, no prefix), expanded for a config.
 enum class AssistantTensorKind { kMatrix, kVector, kScalar, kOrdering };
