@@ -68,9 +68,6 @@ inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float*
     }
 }
 
-// Up to this many x rows take one pass over W (CpuKernels::bf16_pass_rows).
-constexpr int kBf16PassRows = 8;
-
 // W rows [r0, r1) x the C x rows from row i in one pass, prefetched for one row and, with
 // kPrefetchBatch, for several (BatchedBf16PassesPrefetch). R: as many W rows (up to 4) as leave
 // registers for R x C accumulators, R weight vectors and one x vector.

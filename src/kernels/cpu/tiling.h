@@ -39,6 +39,10 @@ struct ActivationRows {
   }
 };
 
+// Up to this many x rows take one pass over a bf16 W in the AVX2 and AVX-512 float products
+// (CpuKernels::bf16_pass_rows): decode and speculative verify passes read each weight once.
+constexpr int kBf16PassRows = 8;
+
 // Calls pass.template operator()<C>() with C = n for 1 <= n <= kMaxRows (a pass compiled for
 // each row count) and returns true; false for other n.
 template <int kMaxRows, int C = 1, typename Pass>

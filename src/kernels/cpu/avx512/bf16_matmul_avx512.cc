@@ -81,9 +81,6 @@ inline void Tile(const WeightMatrix& w, int r, const float* x, int i, float* y, 
     }
 }
 
-// Up to this many x rows take one pass over W (CpuKernels::bf16_pass_rows).
-constexpr int kPassRows = 8;
-
 // W rows per tile for C x rows: the R x C sums fill one register of lane sums.
 template <int C>
 constexpr int kTileRows = 16 / C;
@@ -104,7 +101,7 @@ inline void Pass(const WeightMatrix& w, int r0, int r1, const float* x, int i, f
 template <bool kPrefetchBatch>
 void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
                 int64_t ldy) {
-  if (WithPassRows<kPassRows>(
+  if (WithPassRows<kBf16PassRows>(
           n, [&]<int C>() { Pass<C, C == 1 || kPrefetchBatch>(w, r0, r1, x, 0, y, ldy); }))
     return;
   auto tile = [&]<int R, int C>(int r, int i) { Tile<R, C, C == 1>(w, r, x, i, y, ldy); };
@@ -115,7 +112,7 @@ void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, fl
 
 void UseAvx512Bf16MatMul(CpuKernels* table, bool prefetch_batch) {
   table->matmul_bf16 = prefetch_batch ? MatMulBf16<true> : MatMulBf16<false>;
-  table->bf16_pass_rows = kPassRows;
+  table->bf16_pass_rows = kBf16PassRows;
 }
 
 }  // namespace g4
