@@ -22,6 +22,7 @@
 #include "model/random_prompt.h"
 #include "model/synth_assistant.h"
 #include "parallel/tensor_parallel.h"
+#include "runtime/generate.h"
 #include "testing/checkpoints.h"
 
 namespace g4 {
@@ -223,17 +224,14 @@ Prefilled PrefillTarget(const std::string& dir, const std::vector<int>& prompt,
   constexpr int kChunk = 16;
   out.cache = std::make_unique<KvCache>(m.plan(), static_cast<int64_t>(prompt.size()) + 50, kChunk);
   Activations act;
-  std::vector<float> target_logits(m.plan().vocab);
-  for (size_t c = 0; c < prompt.size(); c += kChunk) {
-    std::vector<BatchRow> rows;
-    for (size_t i = c; i < std::min(prompt.size(), c + kChunk); ++i)
-      rows.push_back({prompt[i], static_cast<int64_t>(i), out.cache.get(), i + 1 == prompt.size()});
-    EXPECT_TRUE(m.Forward(rows, act, target_logits.data()).ok());
-  }
+  auto target_logits = Prefill(m, *out.cache, prompt, kChunk, false, act);
+  EXPECT_TRUE(target_logits.ok()) << target_logits.status().message();
+  if (!target_logits.ok()) return out;
+  // The last chunk's one wanted row: the final-normed hidden the assistant starts from.
   out.h.assign(act.logits_in.begin(), act.logits_in.begin() + m.plan().hidden);
   out.pos = static_cast<int>(prompt.size());
-  out.token = static_cast<int>(std::max_element(target_logits.begin(), target_logits.end()) -
-                               target_logits.begin());
+  out.token = static_cast<int>(std::max_element(target_logits->begin(), target_logits->end()) -
+                               target_logits->begin());
   return out;
 }
 
