@@ -24,20 +24,11 @@ int FirstVisible(const AttentionShape& shape, int64_t pos) {
   return shape.window > 0 ? static_cast<int>(std::max<int64_t>(0, pos - shape.window + 1)) : 0;
 }
 
-// Position chunks per row: more than one only for a lone decode row with a long context (else
-// rows x runs give the threads enough tasks).
-int SplitsFor(const AttentionShape& shape, const AttentionRow* rows, int n_rows, int n_runs,
-              int threads) {
-  if (n_rows != 1) return 1;
-  const int64_t visible = rows[0].pos - FirstVisible(shape, rows[0].pos) + 1;
-  const int want_tasks = 2 * threads;
-  int splits = static_cast<int>(std::clamp<int64_t>(visible / 128, 1, want_tasks));
-  // Few KV heads (E2B has one): split shorter contexts too, down to 32 positions a chunk, so that
-  // one thread does not attend alone while the other waits.
-  if (n_runs * splits < want_tasks)
-    splits = static_cast<int>(std::max<int64_t>(
-        splits, std::min<int64_t>((want_tasks + n_runs - 1) / n_runs, visible / 32)));
-  return splits;
+// How many parts a lone row's key chunks are shared out in: 1 (a task per run) when the runs
+// divide evenly over the threads, else enough parts for every thread to get an even share.
+int SplitsFor(int n_runs, int n_chunks, int threads) {
+  if (n_runs % threads == 0) return 1;
+  return std::min(n_chunks, 2 * threads);
 }
 
 // Calls fn(bytes from the slot's start to the run's KV head at position a, a, count) for each
@@ -93,22 +84,74 @@ void Values(const CpuKernels& k, const AttentionRow& row, const float* p, int64_
   });
 }
 
-// Positions per key block: K and V blocks of one KV head of ~128 KiB each, which stay in the
-// core's L2 cache while every row of the query block reads them.
-int64_t DefaultKeyBlock(KvType type, int hd) {
+// Positions per key chunk: K and V of one KV head of ~256 KiB each, which stay in the core's L2
+// cache (1 MiB and up) while every row of a query block reads them. Chunks of 128 KiB cost a
+// lone decode row 5-10% at f32 and 32K positions (twice the partials to store and merge).
+int64_t DefaultKeyChunk(KvType type, int hd) {
   const int64_t bytes = static_cast<int64_t>(KvBytes(type, hd, hd));
-  return std::clamp<int64_t>((int64_t{128} << 10) / std::max<int64_t>(1, bytes), 16, 1024);
+  return std::clamp<int64_t>((int64_t{256} << 10) / std::max<int64_t>(1, bytes), 16, 1024);
+}
+
+int64_t KeyChunk(const AttentionShape& shape, KvType type, AttentionTiles tiles) {
+  return tiles.keys > 0 ? tiles.keys : DefaultKeyChunk(type, shape.head_dim);
+}
+
+// The one order every path computes a row in. The row's visible positions are cut at fixed
+// multiples of the key chunk (absolute positions, not relative to the row or the call); each
+// chunk's softmax partial is computed alone (its own max, exp-sum, and unnormalised output from
+// zero) and the partials are merged in position order by MergeChunk. So a row's output is the
+// same to the bit whether it is a lone decode row split over threads, one row of a batch, or one
+// row of a prefill / speculative verify block: greedy speculative decoding gives the plain ids,
+// and a prompt's logits do not depend on the prefill chunk size.
+//
+// The partial of chunk [j0, j1] for the run's heads: max_score[c], exp_sum[c] and
+// o[c * o_stride + d] = sum_j exp(s_j - max) v_j[d].
+void ChunkPartial(const CpuKernels& k, const AttentionRow& row, const Run& run, int hd,
+                  size_t head_at, int64_t j0, int64_t j1, float* scores, float* max_score,
+                  float* exp_sum, float* o, int64_t o_stride) {
+  const int len = static_cast<int>(j1 - j0 + 1);
+  Scores(k, row, row.q + static_cast<size_t>(run.h0) * hd, run.count, hd, head_at, j0, j1, scores,
+         len);
+  for (int c = 0; c < run.count; ++c) {
+    float* sc = scores + static_cast<size_t>(c) * len;
+    float m = -INFINITY;
+    for (int j = 0; j < len; ++j) m = std::max(m, sc[j]);
+    max_score[c] = m;
+    exp_sum[c] = static_cast<float>(k.exp_sum(sc, len, m));
+    std::fill(o + c * o_stride, o + c * o_stride + hd, 0.0f);
+  }
+  Values(k, row, scores, len, run.count, hd, head_at, j0, j1, o, o_stride);
+}
+
+// Folds a chunk's partial (m, s, o) into a head's running (max, sum, out), which start at
+// (-inf, 0, zeros): out = out * exp(max - new max) + o * exp(m - new max). Not inlined: every path
+// runs this one compiled copy, so the rounding is the same wherever a row is computed.
+[[gnu::noinline]] void MergeChunk(const CpuKernels& k, float& max, float& sum, float* out, float m,
+                                  float s, const float* o, int hd) {
+  const float new_max = std::max(max, m);
+  const float keep = std::exp(max - new_max), add = std::exp(m - new_max);  // exp(-inf) = 0
+  sum = sum * keep + s * add;
+  if (keep != 1.0f)  // the max grew (x * 1 is exact: skipping it changes nothing)
+    for (int i = 0; i < hd; ++i) out[i] *= keep;
+  k.axpy_f32(add, o, out, hd);
+  max = new_max;
+}
+
+[[gnu::noinline]] void Normalize(float* out, float sum, int hd) {
+  const float inv = 1.0f / sum;
+  for (int i = 0; i < hd; ++i) out[i] *= inv;
 }
 
 // Attention of a block of n consecutive rows of one sequence (n = 1: any row) for one run of
-// query heads, flash-attention style: the visible keys go by in blocks of `key_block` positions,
-// each block's K and V read once for all n rows (from cache after the first row), and each row
-// keeps a running max and sum per head, rescaling its output when the max grows. One row whose
-// keys fit one block takes exactly the single-pass path (scores, max, exp, values, / sum).
+// query heads, flash-attention style: the key chunks go by in order, each chunk's K and V read
+// once for all n rows (from cache after the first row), and each row's partial for the chunk
+// merged into its running max, sum and output at once. `chunk_out` holds one partial's outputs
+// (run.count * head_dim floats).
 void AttendQueryBlock(const CpuKernels& k, const AttentionShape& shape, const AttentionRow* rows,
-                      int n, const Run& run, int64_t key_block, float* scores) {
+                      int n, const Run& run, int64_t key_chunk, float* scores, float* chunk_out) {
   const int hd = shape.head_dim;
   float max_score[kMaxQueryRows][kMaxRun], sum[kMaxQueryRows][kMaxRun];
+  float chunk_max[kMaxRun], chunk_sum[kMaxRun];
   for (int r = 0; r < n; ++r) {
     float* out = rows[r].out + static_cast<size_t>(run.h0) * hd;
     std::fill(out, out + static_cast<size_t>(run.count) * hd, 0.0f);
@@ -117,39 +160,23 @@ void AttendQueryBlock(const CpuKernels& k, const AttentionShape& shape, const At
   }
   const size_t head_at = KvBytes(rows[0].type, hd, static_cast<int64_t>(run.g) * hd);
   const int64_t lo = FirstVisible(shape, rows[0].pos), hi = rows[n - 1].pos;
-  for (int64_t a = lo; a <= hi; a += key_block) {
-    const int64_t b = std::min(hi, a + key_block - 1);
+  for (int64_t a = lo - lo % key_chunk; a <= hi; a += key_chunk) {
+    const int64_t b = a + key_chunk - 1;
     for (int r = 0; r < n; ++r) {
       const AttentionRow& row = rows[r];
       const int64_t j0 = std::max<int64_t>(a, FirstVisible(shape, row.pos));
       const int64_t j1 = std::min(b, row.pos);
-      if (j0 > j1) continue;  // the causal or sliding mask hides this block from this row
-      const int len = static_cast<int>(j1 - j0 + 1);
-      const float* q0 = row.q + static_cast<size_t>(run.h0) * hd;
+      if (j0 > j1) continue;  // the causal or sliding mask hides this chunk from this row
+      ChunkPartial(k, row, run, hd, head_at, j0, j1, scores, chunk_max, chunk_sum, chunk_out, hd);
       float* out0 = row.out + static_cast<size_t>(run.h0) * hd;
-      Scores(k, row, q0, run.count, hd, head_at, j0, j1, scores, len);
-      for (int c = 0; c < run.count; ++c) {
-        float* sc = scores + static_cast<size_t>(c) * len;
-        float m = max_score[r][c];
-        for (int j = 0; j < len; ++j) m = std::max(m, sc[j]);
-        if (m > max_score[r][c] && max_score[r][c] != -INFINITY) {
-          const float rescale = std::exp(max_score[r][c] - m);
-          sum[r][c] *= rescale;
-          float* o = out0 + static_cast<size_t>(c) * hd;
-          for (int i = 0; i < hd; ++i) o[i] *= rescale;
-        }
-        max_score[r][c] = m;
-        sum[r][c] += static_cast<float>(k.exp_sum(sc, len, m));
-      }
-      Values(k, row, scores, len, run.count, hd, head_at, j0, j1, out0, hd);
+      for (int c = 0; c < run.count; ++c)
+        MergeChunk(k, max_score[r][c], sum[r][c], out0 + static_cast<size_t>(c) * hd, chunk_max[c],
+                   chunk_sum[c], chunk_out + static_cast<size_t>(c) * hd, hd);
     }
   }
   for (int r = 0; r < n; ++r)
-    for (int c = 0; c < run.count; ++c) {
-      const float inv = 1.0f / sum[r][c];
-      float* o = rows[r].out + static_cast<size_t>(run.h0 + c) * hd;
-      for (int i = 0; i < hd; ++i) o[i] *= inv;
-    }
+    for (int c = 0; c < run.count; ++c)
+      Normalize(rows[r].out + static_cast<size_t>(run.h0 + c) * hd, sum[r][c], hd);
 }
 
 // Splits the rows into query blocks of at most `max_rows` consecutive rows of one sequence;
@@ -164,73 +191,77 @@ void QueryBlocks(const AttentionRow* rows, int n_rows, int max_rows, std::vector
   block_start.push_back(n_rows);
 }
 
-// A lone row (decode): tasks are (run, chunk of positions); a long context is split into chunks
-// across the threads, each leaving a softmax partial (max, sum, unnormalised output) that is
-// merged after.
+// Floats of per-thread scratch: one chunk's scores and one partial's outputs for a run.
+size_t PerThreadFloats(int max_run, int64_t key_chunk, int hd) {
+  return static_cast<size_t>(max_run) * static_cast<size_t>(key_chunk + hd);
+}
+
+// A lone row (decode): with few runs and several key chunks, the chunks are shared out across
+// the threads, each chunk's partial stored, and the partials merged in chunk order after (the
+// same merges AttendQueryBlock makes as it goes); else one task per run.
 void AttendLoneRow(const AttentionShape& shape, const AttentionRow& row, const Run* runs,
-                   int n_runs, int max_run, AttentionScratch& scratch, ThreadPool& pool) {
+                   int n_runs, int max_run, AttentionScratch& scratch, ThreadPool& pool,
+                   AttentionTiles tiles) {
   const CpuKernels& k = ActiveKernels();
   const int hd = shape.head_dim;
-  const int splits = SplitsFor(shape, &row, 1, n_runs, pool.size());
+  const int64_t key_chunk = KeyChunk(shape, row.type, tiles);
   const int64_t lo = FirstVisible(shape, row.pos);
-  const int64_t per_split = (row.pos - lo + 1 + splits - 1) / splits;
+  const int64_t first_chunk = lo / key_chunk;
+  const int n_chunks = static_cast<int>(row.pos / key_chunk - first_chunk + 1);
+  const int splits = SplitsFor(n_runs, n_chunks, pool.size());
+  const size_t per_thread = PerThreadFloats(max_run, key_chunk, hd);
   const size_t partial_stride = static_cast<size_t>(hd) + 2;  // max, sum, out[hd]
-  scratch.Ensure(pool.size(), static_cast<size_t>(max_run) * per_split,
-                 splits > 1 ? static_cast<size_t>(n_runs) * splits * max_run * partial_stride : 0);
-  float* partials = scratch.partials();
-  auto partial = [&](int run_index, int split, int c) {
-    return partials + ((static_cast<size_t>(run_index) * splits + split) * max_run + c) * partial_stride;
+  scratch.Ensure(pool.size(), per_thread,
+                 splits > 1 ? static_cast<size_t>(n_runs) * n_chunks * max_run * partial_stride : 0);
+  auto chunk_out = [&](int thread) {
+    return scratch.scores(thread) + static_cast<size_t>(max_run) * key_chunk;
   };
+  if (splits == 1) {
+    pool.ParallelFor(n_runs, [&](int64_t run_index, int thread) {
+      AttendQueryBlock(k, shape, &row, 1, runs[run_index], key_chunk, scratch.scores(thread),
+                       chunk_out(thread));
+    });
+    return;
+  }
+  float* partials = scratch.partials();
+  auto partial = [&](int run_index, int chunk, int c) {
+    return partials +
+           ((static_cast<size_t>(run_index) * n_chunks + chunk) * max_run + c) * partial_stride;
+  };
+  const int per_split = (n_chunks + splits - 1) / splits;
   pool.ParallelFor(static_cast<int64_t>(n_runs) * splits, [&](int64_t task, int thread) {
     const int split = static_cast<int>(task % splits);
     const int run_index = static_cast<int>(task / splits);
     const Run run = runs[run_index];
-    if (splits == 1) {  // the whole context in one pass
-      AttendQueryBlock(k, shape, &row, 1, run, row.pos - lo + 1, scratch.scores(thread));
-      return;
-    }
-    const int64_t j0 = lo + split * per_split, j1 = std::min(row.pos, j0 + per_split - 1);
     const size_t head_at = KvBytes(row.type, hd, static_cast<int64_t>(run.g) * hd);
-    for (int c = 0; c < run.count; ++c) {
-      float* out = partial(run_index, split, c);
-      std::fill(out, out + partial_stride, 0.0f);
-      out[0] = -INFINITY;
-    }
-    if (j0 > j1) return;  // an empty chunk: sum 0
-    const int len = static_cast<int>(j1 - j0 + 1);
-    float* scores = scratch.scores(thread);
-    Scores(k, row, row.q + static_cast<size_t>(run.h0) * hd, run.count, hd, head_at, j0, j1, scores,
-           len);
-    for (int c = 0; c < run.count; ++c) {
-      float* sc = scores + static_cast<size_t>(c) * len;
-      float m = -INFINITY;
-      for (int j = 0; j < len; ++j) m = std::max(m, sc[j]);
-      float* out = partial(run_index, split, c);
-      out[0] = m;
-      out[1] = static_cast<float>(k.exp_sum(sc, len, m));
-    }
-    Values(k, row, scores, len, run.count, hd, head_at, j0, j1, partial(run_index, split, 0) + 2,
-           static_cast<int64_t>(partial_stride));
-  });
-  if (splits == 1) return;
-  // Merge the chunks: rescale each partial to the common max.
-  for (int ri = 0; ri < n_runs; ++ri)
-    for (int c = 0; c < runs[ri].count; ++c) {
-      float m = -INFINITY;
-      for (int s = 0; s < splits; ++s) m = std::max(m, partial(ri, s, c)[0]);
-      double total = 0;
-      float* out = row.out + static_cast<size_t>(runs[ri].h0 + c) * hd;
-      std::fill(out, out + hd, 0.0f);
-      for (int s = 0; s < splits; ++s) {
-        const float* p = partial(ri, s, c);
-        if (p[1] == 0) continue;  // empty chunk
-        const float scale = std::exp(p[0] - m);
-        total += static_cast<double>(p[1]) * scale;
-        k.axpy_f32(scale, p + 2, out, hd);
+    float chunk_max[kMaxRun], chunk_sum[kMaxRun];
+    for (int ci = split * per_split; ci < std::min(n_chunks, (split + 1) * per_split); ++ci) {
+      const int64_t a = (first_chunk + ci) * key_chunk;
+      const int64_t j0 = std::max(a, lo), j1 = std::min(row.pos, a + key_chunk - 1);
+      ChunkPartial(k, row, run, hd, head_at, j0, j1, scratch.scores(thread), chunk_max, chunk_sum,
+                   partial(run_index, ci, 0) + 2, static_cast<int64_t>(partial_stride));
+      for (int c = 0; c < run.count; ++c) {
+        partial(run_index, ci, c)[0] = chunk_max[c];
+        partial(run_index, ci, c)[1] = chunk_sum[c];
       }
-      const float inv = static_cast<float>(1.0 / total);
-      for (int i = 0; i < hd; ++i) out[i] *= inv;
     }
+  });
+  // Merge each head's chunks in order, the heads spread over the threads.
+  int64_t heads = 0;
+  for (int ri = 0; ri < n_runs; ++ri) heads += runs[ri].count;
+  pool.ParallelFor(heads, [&](int64_t head, int) {
+    int ri = 0;
+    while (head >= runs[ri].count) head -= runs[ri++].count;
+    const int c = static_cast<int>(head);
+    float* out = row.out + static_cast<size_t>(runs[ri].h0 + c) * hd;
+    std::fill(out, out + hd, 0.0f);
+    float max_score = -INFINITY, sum = 0;
+    for (int ci = 0; ci < n_chunks; ++ci) {
+      const float* p = partial(ri, ci, c);
+      MergeChunk(k, max_score, sum, out, p[0], p[1], p + 2, hd);
+    }
+    Normalize(out, sum, hd);
+  });
 }
 
 // Several rows (prefill chunks, batched decode): tasks are (query block, run). Query blocks are
@@ -248,22 +279,14 @@ void AttendRows(const AttentionShape& shape, const AttentionRow* rows, int n_row
     QueryBlocks(rows, n_rows, max_rows, blocks);
   }
   const int n_blocks = static_cast<int>(blocks.size()) - 1;
-  const int64_t key_block = tiles.keys > 0 ? tiles.keys : DefaultKeyBlock(rows[0].type, shape.head_dim);
-  // Scores of one task: a lone row's whole context, or a key block of a multi-row block.
-  int64_t max_len = 0;
-  for (int b = 0; b < n_blocks; ++b) {
-    const AttentionRow &first = rows[blocks[b]], &last = rows[blocks[b + 1] - 1];
-    const int64_t span = last.pos - FirstVisible(shape, first.pos) + 1;  // the block's keys
-    max_len = std::max(max_len, blocks[b + 1] - blocks[b] == 1 ? span : std::min(span, key_block));
-  }
-  scratch.Ensure(pool.size(), static_cast<size_t>(max_run) * max_len, 0);
+  const int64_t key_chunk = KeyChunk(shape, rows[0].type, tiles);
+  const size_t per_thread = PerThreadFloats(max_run, key_chunk, shape.head_dim);
+  scratch.Ensure(pool.size(), per_thread, 0);
   pool.ParallelFor(static_cast<int64_t>(n_blocks) * n_runs, [&](int64_t task, int thread) {
     const int b = static_cast<int>(task / n_runs);
-    const int n = blocks[b + 1] - blocks[b];
-    const AttentionRow* first = rows + blocks[b];
-    // A lone row of its sequence reads its keys once anyway: one pass, no rescaling.
-    const int64_t keys = n == 1 ? first->pos - FirstVisible(shape, first->pos) + 1 : key_block;
-    AttendQueryBlock(k, shape, first, n, runs[task % n_runs], keys, scratch.scores(thread));
+    float* scores = scratch.scores(thread);
+    AttendQueryBlock(k, shape, rows + blocks[b], blocks[b + 1] - blocks[b], runs[task % n_runs],
+                     key_chunk, scores, scores + static_cast<size_t>(max_run) * key_chunk);
   });
 }
 
@@ -278,13 +301,14 @@ void AttentionScratch::Ensure(int threads, size_t per_thread, size_t partial) {
 
 void AttentionScratch::Reserve(int threads, int max_heads_q, int max_head_dim,
                                int64_t max_positions) {
-  const size_t heads = static_cast<size_t>(std::min(max_heads_q, kMaxRun));
-  // A split decode has at most 2 * threads chunks per run, and runs x longest run is below
-  // 2 * heads (only a tensor-parallel slice starting inside a KV group has a short run).
-  Ensure(threads, heads * static_cast<size_t>(max_positions),
-         2 * static_cast<size_t>(max_heads_q) * 2 * threads * (max_head_dim + 2));
+  const int max_run = std::min(max_heads_q, kMaxRun);
+  // The default key chunk is at most 1024 positions and smallest for an f32 cache. A split decode
+  // keeps a partial per key chunk for each head; runs x longest run is below 2 * heads (only a
+  // tensor-parallel slice starting inside a KV group has a short run).
+  const int64_t chunks = max_positions / DefaultKeyChunk(KvType::kF32, max_head_dim) + 2;
+  Ensure(threads, PerThreadFloats(max_run, 1024, max_head_dim),
+         2 * static_cast<size_t>(max_heads_q) * chunks * (max_head_dim + 2));
 }
-
 
 void Attend(const AttentionShape& shape, const AttentionRow* rows, int n_rows,
             AttentionScratch& scratch, ThreadPool& pool, AttentionTiles tiles) {
@@ -301,7 +325,7 @@ void Attend(const AttentionShape& shape, const AttentionRow* rows, int n_rows,
   int max_run = 0;
   for (int i = 0; i < n_runs; ++i) max_run = std::max(max_run, runs[i].count);
   if (n_rows == 1)
-    AttendLoneRow(shape, rows[0], runs, n_runs, max_run, scratch, pool);
+    AttendLoneRow(shape, rows[0], runs, n_runs, max_run, scratch, pool, tiles);
   else
     AttendRows(shape, rows, n_rows, runs, n_runs, max_run, scratch, pool, tiles);
 }

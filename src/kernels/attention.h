@@ -1,11 +1,15 @@
 // Attention over a KV cache: softmax(q k^T) v for a batch of rows, each with its own cache
 // (docs/gemma4.md §3.3 steps 4-5). The query heads that share a KV head are done together, so each
-// cached K/V row is read once per row, not once per head. A lone decode row splits its visible
-// positions into chunks across threads (a softmax partial per chunk, merged after), so a long
-// context keeps every core busy. Consecutive rows of one sequence (a prefill chunk) go in query
-// blocks over key blocks with a running max and sum per row (flash-attention style), so each key
-// block is read from memory once per query block rather than once per row: prefill at depth is
-// bound by the arithmetic, not by streaming the whole cache for every prompt token.
+// cached K/V row is read once per row, not once per head.
+//
+// One order for every row: its visible positions are cut into key chunks at fixed multiples of
+// the chunk size, each chunk's softmax partial (max, sum, output) is computed alone and the
+// partials are merged in position order. A lone decode row shares its chunks out across the
+// threads (a long context keeps every core busy); consecutive rows of one sequence (a prefill
+// chunk, a speculative verify) go in query blocks that read each key chunk once for the whole
+// block (prefill at depth is bound by the arithmetic, not by streaming the cache per token).
+// Either way a row's output is the same to the bit: it does not depend on the rows attended
+// beside it or on the thread count, so greedy speculative decoding gives exactly the plain ids.
 //
 // kernels/ knows nothing of the model: the caller passes each row's cache slot as raw pointers.
 // Position p of a slot lives at base + (p % capacity) * stride bytes (a sliding layer's ring
@@ -47,12 +51,13 @@ struct AttentionRow {
   KvType type = KvType::kF32;
 };
 
-// Tile sizes of the blocked path; 0 picks them (query blocks of up to 32 rows, fewer when the
-// threads would lack tasks; key blocks of ~128 KiB of K per KV head). Tests set small ones to
-// exercise many blocks on tiny models.
+// Tile sizes; 0 picks them (query blocks of up to 32 rows, fewer when the threads would lack
+// tasks; key chunks of ~256 KiB of K per KV head). The key chunk is part of the order every row
+// is computed in, so results compare bit for bit only under the same `keys`. Tests set small ones
+// to exercise many chunks on tiny models.
 struct AttentionTiles {
   int query_rows = 0;  // rows of one sequence per query block (at most 32)
-  int keys = 0;        // positions per key block
+  int keys = 0;        // positions per key chunk
 };
 
 // Per-thread score rows and the split-decode partials, sized once (Reserve) so a decode step does
@@ -72,7 +77,7 @@ class AttentionScratch {
  private:
   std::vector<float> scores_;  // [threads][per_thread_]
   size_t per_thread_ = 0;
-  std::vector<float> partial_;  // split decode: [run][split][head in run][max, sum, out[hd]]
+  std::vector<float> partial_;  // split decode: [run][key chunk][head in run][max, sum, out[hd]]
   std::vector<int> query_blocks_;  // the blocked path's first row of each query block, then n_rows
 };
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -249,6 +250,88 @@ TEST(Attention, BlockedRescalingIsNotANoOp) {
     for (int i = 0; i < hd; ++i) err = std::max(err, std::abs(want[i] - out[r * hd + i]));
   }
   EXPECT_LT(err, kTolerance);
+}
+
+// The same row computed as a lone decode row (split over 1-3 threads or not), as one row of a
+// prefill / verify block of any size, and as one row of a batch beside another sequence's rows:
+// the outputs must be equal to the bit (the order every path computes a row in), over full and
+// wrapped sliding caches in every format, one KV head (the split path) and several. A speculative
+// verify that rounds differently from the decode it replaces changes greedy output at depth.
+TEST(Attention, EveryPathComputesARowTheSameToTheBit) {
+  struct Case {
+    AttentionShape shape;
+    int64_t capacity;
+    KvType type;
+    AttentionTiles tiles;
+  };
+  const std::vector<Case> cases = {
+      {Shape(8, 64, 8), 700, KvType::kF32, {}},          // one KV head: the split path
+      {Shape(8, 32, 2), 700, KvType::kF32, {0, 48}},     // four runs, chunks of 48
+      {Shape(4, 32, 2, 100), 107, KvType::kBF16, {}},    // a wrapped sliding ring
+      {Shape(6, 32, 6), 700, KvType::kQ8, {0, 64}},
+      {AttentionShape{6, 32, 4, 2, 0, 0}, 700, KvType::kF32, {0, 40}},  // a TP slice: runs 2 + 4
+  };
+  const int first = 560, n = 8;  // rows at positions 560..567: many chunks, none at a boundary
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const Case& cs = cases[ci];
+    SCOPED_TRACE(testing::Message() << "case " << ci);
+    std::mt19937 rng(100 + ci);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const int hd = cs.shape.head_dim, qdim = cs.shape.n_heads_q * hd;
+    const int kv_heads = (cs.shape.q_head_offset + cs.shape.n_heads_q - 1) / cs.shape.group_size -
+                         cs.shape.kv_head_offset + 1;
+    Slot slot = RandomSlot(cs.capacity, kv_heads, hd, cs.type, rng);
+    Slot other = RandomSlot(cs.capacity, kv_heads, hd, cs.type, rng);
+    std::vector<float> q(static_cast<size_t>(n) * qdim), other_q(3 * qdim);
+    for (float& x : q) x = 2.0f * u(rng);
+    for (float& x : other_q) x = 2.0f * u(rng);
+    auto row = [&](int r, float* out) {
+      return AttentionRow{q.data() + static_cast<size_t>(r) * qdim, out, first + r, slot.k.data(),
+                          slot.v.data(), slot.stride, slot.capacity, cs.type};
+    };
+    // Reference: each row alone on one thread.
+    std::vector<float> want(q.size());
+    {
+      ThreadPool pool(1);
+      AttentionScratch scratch;
+      for (int r = 0; r < n; ++r) {
+        AttentionRow one = row(r, want.data() + static_cast<size_t>(r) * qdim);
+        Attend(cs.shape, &one, 1, scratch, pool, cs.tiles);
+      }
+    }
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      AttentionScratch scratch;
+      std::vector<float> got(q.size(), NAN);
+      for (int r = 0; r < n; ++r) {  // lone rows
+        AttentionRow one = row(r, got.data() + static_cast<size_t>(r) * qdim);
+        Attend(cs.shape, &one, 1, scratch, pool, cs.tiles);
+      }
+      EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << threads << " lone";
+      for (int query_rows : {0, 1, 3, 8}) {  // one block of the 8 rows, cut in query blocks
+        std::fill(got.begin(), got.end(), NAN);
+        std::vector<AttentionRow> rows;
+        for (int r = 0; r < n; ++r) rows.push_back(row(r, got.data() + static_cast<size_t>(r) * qdim));
+        Attend(cs.shape, rows.data(), n, scratch, pool, {query_rows, cs.tiles.keys});
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4))
+            << threads << " block of " << query_rows;
+      }
+      // A batch: the last 3 rows of the sequence between rows of another sequence.
+      std::fill(got.begin(), got.end(), NAN);
+      std::vector<float> other_out(other_q.size());
+      std::vector<AttentionRow> batch;
+      for (int i = 0; i < 3; ++i) {
+        batch.push_back(AttentionRow{other_q.data() + i * qdim, other_out.data() + i * qdim,
+                                     300 + 50 * i, other.k.data(), other.v.data(), other.stride,
+                                     other.capacity, cs.type});
+        batch.push_back(row(n - 3 + i, got.data() + static_cast<size_t>(n - 3 + i) * qdim));
+      }
+      Attend(cs.shape, batch.data(), static_cast<int>(batch.size()), scratch, pool, cs.tiles);
+      EXPECT_EQ(0, std::memcmp(got.data() + (n - 3) * qdim, want.data() + (n - 3) * qdim,
+                               3 * qdim * 4))
+          << threads << " batch";
+    }
+  }
 }
 
 }  // namespace
