@@ -211,8 +211,9 @@ void AttendLoneRow(const AttentionShape& shape, const AttentionRow& row, const R
   const int splits = SplitsFor(n_runs, n_chunks, pool.size());
   const size_t per_thread = PerThreadFloats(max_run, key_chunk, hd);
   const size_t partial_stride = static_cast<size_t>(hd) + 2;  // max, sum, out[hd]
-  scratch.Ensure(pool.size(), per_thread,
-                 splits > 1 ? static_cast<size_t>(n_runs) * n_chunks * max_run * partial_stride : 0);
+  scratch.Ensure(
+      pool.size(), per_thread,
+      splits > 1 ? static_cast<size_t>(n_runs) * n_chunks * max_run * partial_stride : 0);
   auto chunk_out = [&](int thread) {
     return scratch.scores(thread) + static_cast<size_t>(max_run) * key_chunk;
   };

@@ -77,7 +77,7 @@ class AttentionScratch {
  private:
   std::vector<float> scores_;  // [threads][per_thread_]
   size_t per_thread_ = 0;
-  std::vector<float> partial_;  // split decode: [run][key chunk][head in run][max, sum, out[hd]]
+  std::vector<float> partial_;     // split decode: [run][key chunk][head in run][max, sum, out[hd]]
   std::vector<int> query_blocks_;  // the blocked path's first row of each query block, then n_rows
 };
 

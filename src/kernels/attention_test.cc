@@ -265,9 +265,9 @@ TEST(Attention, EveryPathComputesARowTheSameToTheBit) {
     AttentionTiles tiles;
   };
   const std::vector<Case> cases = {
-      {Shape(8, 64, 8), 700, KvType::kF32, {}},          // one KV head: the split path
-      {Shape(8, 32, 2), 700, KvType::kF32, {0, 48}},     // four runs, chunks of 48
-      {Shape(4, 32, 2, 100), 107, KvType::kBF16, {}},    // a wrapped sliding ring
+      {Shape(8, 64, 8), 700, KvType::kF32, {0, 64}},        // one KV head: the split path
+      {Shape(8, 32, 2), 700, KvType::kF32, {0, 48}},        // four runs, chunks of 48
+      {Shape(4, 32, 2, 100), 107, KvType::kBF16, {0, 32}},  // a wrapped sliding ring
       {Shape(6, 32, 6), 700, KvType::kQ8, {0, 64}},
       {AttentionShape{6, 32, 4, 2, 0, 0}, 700, KvType::kF32, {0, 40}},  // a TP slice: runs 2 + 4
   };
@@ -286,7 +286,8 @@ TEST(Attention, EveryPathComputesARowTheSameToTheBit) {
     for (float& x : q) x = 2.0f * u(rng);
     for (float& x : other_q) x = 2.0f * u(rng);
     auto row = [&](int r, float* out) {
-      return AttentionRow{q.data() + static_cast<size_t>(r) * qdim, out, first + r, slot.k.data(),
+      const float* q_r = q.data() + static_cast<size_t>(r) * qdim;
+      return AttentionRow{q_r,           out,         first + r,     slot.k.data(),
                           slot.v.data(), slot.stride, slot.capacity, cs.type};
     };
     // Reference: each row alone on one thread.
@@ -311,7 +312,8 @@ TEST(Attention, EveryPathComputesARowTheSameToTheBit) {
       for (int query_rows : {0, 1, 3, 8}) {  // one block of the 8 rows, cut in query blocks
         std::fill(got.begin(), got.end(), NAN);
         std::vector<AttentionRow> rows;
-        for (int r = 0; r < n; ++r) rows.push_back(row(r, got.data() + static_cast<size_t>(r) * qdim));
+        for (int r = 0; r < n; ++r)
+          rows.push_back(row(r, got.data() + static_cast<size_t>(r) * qdim));
         Attend(cs.shape, rows.data(), n, scratch, pool, {query_rows, cs.tiles.keys});
         EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4))
             << threads << " block of " << query_rows;
@@ -327,8 +329,8 @@ TEST(Attention, EveryPathComputesARowTheSameToTheBit) {
         batch.push_back(row(n - 3 + i, got.data() + static_cast<size_t>(n - 3 + i) * qdim));
       }
       Attend(cs.shape, batch.data(), static_cast<int>(batch.size()), scratch, pool, cs.tiles);
-      EXPECT_EQ(0, std::memcmp(got.data() + (n - 3) * qdim, want.data() + (n - 3) * qdim,
-                               3 * qdim * 4))
+      EXPECT_EQ(
+          0, std::memcmp(got.data() + (n - 3) * qdim, want.data() + (n - 3) * qdim, 3 * qdim * 4))
           << threads << " batch";
     }
   }
