@@ -131,7 +131,9 @@ void ChunkPartial(const CpuKernels& k, const AttentionRow& row, const Run& run, 
   const float new_max = std::max(max, m);
   const float keep = std::exp(max - new_max), add = std::exp(m - new_max);  // exp(-inf) = 0
   sum = sum * keep + s * add;
-  if (keep != 1.0f)  // the max grew (x * 1 is exact: skipping it changes nothing)
+  // Scaled only when the max grew over a real one: x * 1 is exact, and before the first chunk out
+  // is all zeros, so skipping either changes nothing.
+  if (keep != 1.0f && max != -INFINITY)
     for (int i = 0; i < hd; ++i) out[i] *= keep;
   k.axpy_f32(add, o, out, hd);
   max = new_max;
@@ -142,16 +144,42 @@ void ChunkPartial(const CpuKernels& k, const AttentionRow& row, const Run& run, 
   for (int i = 0; i < hd; ++i) out[i] *= inv;
 }
 
+// A thread's scratch: one chunk's scores and one chunk partial's outputs for a run.
+struct ThreadBuffers {
+  float* scores;     // [max_run][key_chunk]
+  float* chunk_out;  // [max_run][head_dim]
+};
+
+size_t PerThreadFloats(int max_run, int64_t key_chunk, int hd) {
+  return static_cast<size_t>(max_run) * static_cast<size_t>(key_chunk + hd);
+}
+
+ThreadBuffers BuffersFor(AttentionScratch& scratch, int thread, int max_run, int64_t key_chunk) {
+  float* scores = scratch.scores(thread);
+  return {scores, scores + static_cast<size_t>(max_run) * key_chunk};
+}
+
+// One chunk's partial for the run's heads, merged at once into their running max, sum and
+// unnormalised output (out0 + c * head_dim).
+void AddChunk(const CpuKernels& k, const AttentionRow& row, const Run& run, int hd, size_t head_at,
+              int64_t j0, int64_t j1, ThreadBuffers buffers, float* max_score, float* sum,
+              float* out0) {
+  float chunk_max[kMaxRun], chunk_sum[kMaxRun];
+  ChunkPartial(k, row, run, hd, head_at, j0, j1, buffers.scores, chunk_max, chunk_sum,
+               buffers.chunk_out, hd);
+  for (int c = 0; c < run.count; ++c)
+    MergeChunk(k, max_score[c], sum[c], out0 + static_cast<size_t>(c) * hd, chunk_max[c],
+               chunk_sum[c], buffers.chunk_out + static_cast<size_t>(c) * hd, hd);
+}
+
 // Attention of a block of n consecutive rows of one sequence (n = 1: any row) for one run of
 // query heads, flash-attention style: the key chunks go by in order, each chunk's K and V read
 // once for all n rows (from cache after the first row), and each row's partial for the chunk
-// merged into its running max, sum and output at once. `chunk_out` holds one partial's outputs
-// (run.count * head_dim floats).
+// merged into its running max, sum and output at once.
 void AttendQueryBlock(const CpuKernels& k, const AttentionShape& shape, const AttentionRow* rows,
-                      int n, const Run& run, int64_t key_chunk, float* scores, float* chunk_out) {
+                      int n, const Run& run, int64_t key_chunk, ThreadBuffers buffers) {
   const int hd = shape.head_dim;
   float max_score[kMaxQueryRows][kMaxRun], sum[kMaxQueryRows][kMaxRun];
-  float chunk_max[kMaxRun], chunk_sum[kMaxRun];
   for (int r = 0; r < n; ++r) {
     float* out = rows[r].out + static_cast<size_t>(run.h0) * hd;
     std::fill(out, out + static_cast<size_t>(run.count) * hd, 0.0f);
@@ -167,11 +195,8 @@ void AttendQueryBlock(const CpuKernels& k, const AttentionShape& shape, const At
       const int64_t j0 = std::max<int64_t>(a, FirstVisible(shape, row.pos));
       const int64_t j1 = std::min(b, row.pos);
       if (j0 > j1) continue;  // the causal or sliding mask hides this chunk from this row
-      ChunkPartial(k, row, run, hd, head_at, j0, j1, scores, chunk_max, chunk_sum, chunk_out, hd);
-      float* out0 = row.out + static_cast<size_t>(run.h0) * hd;
-      for (int c = 0; c < run.count; ++c)
-        MergeChunk(k, max_score[r][c], sum[r][c], out0 + static_cast<size_t>(c) * hd, chunk_max[c],
-                   chunk_sum[c], chunk_out + static_cast<size_t>(c) * hd, hd);
+      AddChunk(k, row, run, hd, head_at, j0, j1, buffers, max_score[r], sum[r],
+               row.out + static_cast<size_t>(run.h0) * hd);
     }
   }
   for (int r = 0; r < n; ++r)
@@ -191,14 +216,11 @@ void QueryBlocks(const AttentionRow* rows, int n_rows, int max_rows, std::vector
   block_start.push_back(n_rows);
 }
 
-// Floats of per-thread scratch: one chunk's scores and one partial's outputs for a run.
-size_t PerThreadFloats(int max_run, int64_t key_chunk, int hd) {
-  return static_cast<size_t>(max_run) * static_cast<size_t>(key_chunk + hd);
-}
-
 // A lone row (decode): with few runs and several key chunks, the chunks are shared out across
-// the threads, each chunk's partial stored, and the partials merged in chunk order after (the
-// same merges AttendQueryBlock makes as it goes); else one task per run.
+// the threads in `splits` parts and merged in chunk order (the merges AttendQueryBlock makes as it
+// goes): the first part merges its chunks at once into the row's output, the later parts store
+// each chunk's partial, and those are merged after, the heads spread over the threads. With
+// runs enough for the threads, one task per run.
 void AttendLoneRow(const AttentionShape& shape, const AttentionRow& row, const Run* runs,
                    int n_runs, int max_run, AttentionScratch& scratch, ThreadPool& pool,
                    AttentionTiles tiles) {
@@ -209,21 +231,19 @@ void AttendLoneRow(const AttentionShape& shape, const AttentionRow& row, const R
   const int64_t first_chunk = lo / key_chunk;
   const int n_chunks = static_cast<int>(row.pos / key_chunk - first_chunk + 1);
   const int splits = SplitsFor(n_runs, n_chunks, pool.size());
-  const size_t per_thread = PerThreadFloats(max_run, key_chunk, hd);
   const size_t partial_stride = static_cast<size_t>(hd) + 2;  // max, sum, out[hd]
   scratch.Ensure(
-      pool.size(), per_thread,
+      pool.size(), PerThreadFloats(max_run, key_chunk, hd),
       splits > 1 ? static_cast<size_t>(n_runs) * n_chunks * max_run * partial_stride : 0);
-  auto chunk_out = [&](int thread) {
-    return scratch.scores(thread) + static_cast<size_t>(max_run) * key_chunk;
-  };
   if (splits == 1) {
     pool.ParallelFor(n_runs, [&](int64_t run_index, int thread) {
-      AttendQueryBlock(k, shape, &row, 1, runs[run_index], key_chunk, scratch.scores(thread),
-                       chunk_out(thread));
+      AttendQueryBlock(k, shape, &row, 1, runs[run_index], key_chunk,
+                       BuffersFor(scratch, thread, max_run, key_chunk));
     });
     return;
   }
+  // partial(run, chunk, head)[0, 1, 2..]: max, sum, out; chunk 0's max and sum are the first
+  // part's running ones, its out the row's output.
   float* partials = scratch.partials();
   auto partial = [&](int run_index, int chunk, int c) {
     return partials +
@@ -235,19 +255,35 @@ void AttendLoneRow(const AttentionShape& shape, const AttentionRow& row, const R
     const int run_index = static_cast<int>(task / splits);
     const Run run = runs[run_index];
     const size_t head_at = KvBytes(row.type, hd, static_cast<int64_t>(run.g) * hd);
-    float chunk_max[kMaxRun], chunk_sum[kMaxRun];
+    const ThreadBuffers buffers = BuffersFor(scratch, thread, max_run, key_chunk);
+    float* out0 = row.out + static_cast<size_t>(run.h0) * hd;
+    float chunk_max[kMaxRun], chunk_sum[kMaxRun], max_score[kMaxRun], sum[kMaxRun];
+    if (split == 0) {
+      std::fill(out0, out0 + static_cast<size_t>(run.count) * hd, 0.0f);
+      std::fill(max_score, max_score + run.count, -INFINITY);
+      std::fill(sum, sum + run.count, 0.0f);
+    }
     for (int ci = split * per_split; ci < std::min(n_chunks, (split + 1) * per_split); ++ci) {
       const int64_t a = (first_chunk + ci) * key_chunk;
       const int64_t j0 = std::max(a, lo), j1 = std::min(row.pos, a + key_chunk - 1);
-      ChunkPartial(k, row, run, hd, head_at, j0, j1, scratch.scores(thread), chunk_max, chunk_sum,
+      if (split == 0) {
+        AddChunk(k, row, run, hd, head_at, j0, j1, buffers, max_score, sum, out0);
+        continue;
+      }
+      ChunkPartial(k, row, run, hd, head_at, j0, j1, buffers.scores, chunk_max, chunk_sum,
                    partial(run_index, ci, 0) + 2, static_cast<int64_t>(partial_stride));
       for (int c = 0; c < run.count; ++c) {
         partial(run_index, ci, c)[0] = chunk_max[c];
         partial(run_index, ci, c)[1] = chunk_sum[c];
       }
     }
+    if (split == 0)
+      for (int c = 0; c < run.count; ++c) {
+        partial(run_index, 0, c)[0] = max_score[c];
+        partial(run_index, 0, c)[1] = sum[c];
+      }
   });
-  // Merge each head's chunks in order, the heads spread over the threads.
+  // Merge each head's later chunks in order, the heads spread over the threads.
   int64_t heads = 0;
   for (int ri = 0; ri < n_runs; ++ri) heads += runs[ri].count;
   pool.ParallelFor(heads, [&](int64_t head, int) {
@@ -255,9 +291,8 @@ void AttendLoneRow(const AttentionShape& shape, const AttentionRow& row, const R
     while (head >= runs[ri].count) head -= runs[ri++].count;
     const int c = static_cast<int>(head);
     float* out = row.out + static_cast<size_t>(runs[ri].h0 + c) * hd;
-    std::fill(out, out + hd, 0.0f);
-    float max_score = -INFINITY, sum = 0;
-    for (int ci = 0; ci < n_chunks; ++ci) {
+    float max_score = partial(ri, 0, c)[0], sum = partial(ri, 0, c)[1];
+    for (int ci = per_split; ci < n_chunks; ++ci) {
       const float* p = partial(ri, ci, c);
       MergeChunk(k, max_score, sum, out, p[0], p[1], p + 2, hd);
     }
@@ -281,13 +316,11 @@ void AttendRows(const AttentionShape& shape, const AttentionRow* rows, int n_row
   }
   const int n_blocks = static_cast<int>(blocks.size()) - 1;
   const int64_t key_chunk = KeyChunk(shape, rows[0].type, tiles);
-  const size_t per_thread = PerThreadFloats(max_run, key_chunk, shape.head_dim);
-  scratch.Ensure(pool.size(), per_thread, 0);
+  scratch.Ensure(pool.size(), PerThreadFloats(max_run, key_chunk, shape.head_dim), 0);
   pool.ParallelFor(static_cast<int64_t>(n_blocks) * n_runs, [&](int64_t task, int thread) {
     const int b = static_cast<int>(task / n_runs);
-    float* scores = scratch.scores(thread);
     AttendQueryBlock(k, shape, rows + blocks[b], blocks[b + 1] - blocks[b], runs[task % n_runs],
-                     key_chunk, scores, scores + static_cast<size_t>(max_run) * key_chunk);
+                     key_chunk, BuffersFor(scratch, thread, max_run, key_chunk));
   });
 }
 
