@@ -2,6 +2,8 @@
 // (docs/gemma4.md §10), the synthetic presets against their targets, its binding to a target,
 // and the draft step's internal consistency (the float64 comparison is in
 // assistant_vs_reference_test.cc).
+#include "model/assistant.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,8 +18,6 @@
 #include "kernels/ops.h"
 #include "model/arch/gemma4_assistant.h"
 #include "model/architecture.h"
-#include "model/assistant.h"
-#include "model/assistant.h"
 #include "model/loader.h"
 #include "model/random_prompt.h"
 #include "model/synth_assistant.h"
@@ -430,6 +430,56 @@ Status StepAndDraftOn(Prefilled& target, const std::string& dir, Communicator* l
                              out->logits.data(), out->h_next.data()));
   a->set_dense_head(false);
   return a->Draft(*target.cache, target.token, target.pos, target.h.data(), 4, &out->tokens);
+}
+
+// --draft-quant: the assistant's matrices quantized as the loader quantizes a target's. Each
+// preset's step against the same step at bf16 (the 12B's dense head is quantized too; the E2B/E4B
+// centroid head keeps its table): the logits move by the format's rounding, never by more than a
+// misread block would (measured on these presets, max |logit difference| / max |logit|: q8
+// 0.013-0.015, q4 0.12-0.13; a block read from the wrong place or layout gives ~1); bounds 2x that.
+TEST(Assistant, QuantizedMatricesMoveTheLogitsByTheirRoundingOnly) {
+  for (const char* preset : {"e2b", "e4b", "12b"}) {
+    SCOPED_TRACE(preset);
+    auto spec = SynthAssistantPreset(std::string(preset) + "-assistant", "tiny");
+    ASSERT_TRUE(spec.ok());
+    const std::string dir = TestTempDir(std::string(preset) + "-assistant-quant");
+    ASSERT_TRUE(WriteSynthAssistant(*spec, {.vocab = 512}, dir).ok());
+    Prefilled target = PrefillTinyTarget(preset);
+    ASSERT_TRUE(target.model);
+    auto step = [&](WeightType quant, std::vector<float>* logits) {
+      auto a = Assistant::Load(dir, *target.model, nullptr, quant);
+      ASSERT_TRUE(a.ok()) << a.status().message();
+      (*a)->set_dense_head(true);
+      logits->assign((*a)->plan().vocab, 0);
+      std::vector<float> h_next((*a)->plan().backbone_hidden);
+      ASSERT_TRUE((*a)->Step(*target.cache, target.token, target.pos, target.h.data(),
+                             logits->data(), h_next.data())
+                      .ok());
+    };
+    std::vector<float> bf16, q8, q4;
+    step(WeightType::kBF16, &bf16);
+    step(WeightType::kQ8, &q8);
+    step(WeightType::kQ4, &q4);
+    auto relative_change = [&](const std::vector<float>& q) {
+      float diff = 0, scale = 0;
+      for (size_t i = 0; i < bf16.size(); ++i) {
+        if (!std::isfinite(bf16[i])) continue;  // ids no cluster lists (centroid head)
+        diff = std::max(diff, std::fabs(q[i] - bf16[i]));
+        scale = std::max(scale, std::fabs(bf16[i]));
+      }
+      return diff / scale;
+    };
+    const float q8_change = relative_change(q8), q4_change = relative_change(q4);
+    std::printf("[%s] max |logit change| / max |logit|: q8 %.3g, q4 %.3g\n", preset, q8_change,
+                q4_change);
+    EXPECT_GT(q8_change, 0);  // quantized at all
+    EXPECT_LT(q8_change, 0.03);
+    EXPECT_GT(q4_change, q8_change);
+    EXPECT_LT(q4_change, 0.25);
+  }
+  EXPECT_FALSE(
+      Assistant::Load("/nonexistent", *PrefillTinyTarget("e2b").model, nullptr, WeightType::kF32)
+          .ok());
 }
 
 // Under tensor parallelism each rank's cache holds its share of the KV heads. With the rank group

@@ -69,8 +69,9 @@ TEST(SpeculativeCli, MtpGivesThePlainIdsOnEveryPreset) {
       const auto expected = LastJsonLine(plain.output)["ids"];
       ASSERT_EQ(expected.size(), 40u);
       int drafted_max3 = 0;
-      for (const std::string flags : {" --draft-max 3", " --draft-max 1 --draft-adaptive",
-                                      " --draft-max 3 --draft-p-min 0.5"}) {
+      for (const std::string flags :
+           {" --draft-max 3", " --draft-max 1 --draft-adaptive", " --draft-max 3 --draft-p-min 0.5",
+            " --draft-max 3 --draft-quant q4"}) {
         if (kv != "f32" && flags != " --draft-max 3") continue;
         const std::string spec = "--spec mtp --draft " + assistant + flags;
         const G4RunResult run = RunG4(with_kv + " " + spec);
@@ -117,7 +118,11 @@ TEST(SpeculativeCli, ClearErrors) {
         Case{"--spec ngram --draft-p-min 0.5", "--draft-p-min needs a drafter with probabilities"},
         Case{"--spec draft --draft /nonexistent/model", "/nonexistent/model"},
         Case{"--spec mtp --draft " + dir, "model_type must be gemma4_assistant"},
-        Case{"--tp 2 --spec draft --draft " + dir, "--spec draft does not run tensor parallel"}}) {
+        Case{"--tp 2 --spec draft --draft " + dir, "--spec draft does not run tensor parallel"},
+        Case{"--draft-quant q8", "--draft-quant needs --spec mtp"},
+        Case{"--spec draft --draft " + dir + " --draft-quant q4",
+             "--draft-quant is for --spec mtp"},
+        Case{"--spec mtp --draft " + dir + " --draft-quant q5", "--draft-quant"}}) {
     const G4RunResult run = RunG4(base + c.flags);
     EXPECT_NE(run.exit_code, 0) << c.flags;
     EXPECT_NE(run.output.find(c.message), std::string::npos) << c.flags << "\n" << run.output;

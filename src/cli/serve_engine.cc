@@ -82,7 +82,8 @@ Status AddDrafters(const SpecFlags& spec, const ModelOptions& load, Model& targe
   if (spec.spec == "mtp") {
     // Under --tp the assistant drafts on rank 0 alone (the followers only run the steps), from
     // rank 0's cache: a target whose K/V heads are split over the ranks is refused by Load.
-    Result<std::unique_ptr<Assistant>> assistant_or = Assistant::Load(spec.draft, target);
+    Result<std::unique_ptr<Assistant>> assistant_or =
+        Assistant::Load(spec.draft, target, nullptr, DraftQuant(spec));
     if (!assistant_or.ok() && target.communicator())
       return Status::Errorf("--spec mtp with --tp: ", assistant_or.status().message(),
                             "; g4 serve drafts on rank 0 alone (g4 run --tp runs the assistant on "

@@ -24,6 +24,16 @@ void AddSpecOptions(CLI::App& app, SpecFlags& flags) {
                  "probability below P (0: draft --draft-max tokens every pass)");
   app.add_option("--ngram-min", flags.ngram_min, "prompt lookup: shortest suffix matched");
   app.add_option("--ngram-max", flags.ngram_max, "prompt lookup: longest suffix matched");
+  app.add_option("--draft-quant", flags.draft_quant,
+                 "--spec mtp: the assistant's matrices as shipped (bf16) or quantized (q8, q4); "
+                 "drafts only propose, the output stays the target's")
+      ->check(CLI::IsMember({"bf16", "q8", "q4"}));
+}
+
+WeightType DraftQuant(const SpecFlags& flags) {
+  WeightType quant = WeightType::kBF16;
+  ParseWeightType(flags.draft_quant, &quant);  // CheckSpecFlags refuses anything else
+  return quant;
 }
 
 int ChunkFor(const SpecFlags& flags, int chunk) {
@@ -33,6 +43,7 @@ int ChunkFor(const SpecFlags& flags, int chunk) {
 Status CheckSpecFlags(const SpecFlags& flags) {
   if (!flags.enabled()) {
     if (!flags.draft.empty()) return Status::Error("--draft needs --spec draft or --spec mtp");
+    if (flags.draft_quant != "bf16") return Status::Error("--draft-quant needs --spec mtp");
     return OkStatus();
   }
   if (flags.spec == "mtp" && flags.draft.empty())
@@ -52,6 +63,13 @@ Status CheckSpecFlags(const SpecFlags& flags) {
                             " and ", flags.ngram_max, ")");
   }
   if (flags.spec == "draft" && flags.draft.empty()) return Status::Error("--spec draft needs --draft MODEL");
+  WeightType quant;
+  if (!ParseWeightType(flags.draft_quant, &quant) || quant == WeightType::kF32)
+    return Status::Errorf("--draft-quant must be bf16, q8 or q4, not ", flags.draft_quant);
+  if (flags.spec != "mtp" && flags.draft_quant != "bf16")
+    return Status::Error(
+        "--draft-quant is for --spec mtp (the assistant); a --spec draft model loads in the "
+        "target's --quant");
   return OkStatus();
 }
 
@@ -70,8 +88,9 @@ Result<SpecSetup> MakeSpecSetup(const SpecFlags& flags, Model& target,
   }
   if (flags.spec == "mtp") {
     // Every rank runs this (the same generation on each): the assistant drafts in lockstep.
-    G4_ASSIGN_OR_RETURN(std::unique_ptr<Assistant> assistant,
-                        Assistant::Load(flags.draft, target, target.communicator()));
+    G4_ASSIGN_OR_RETURN(
+        std::unique_ptr<Assistant> assistant,
+        Assistant::Load(flags.draft, target, target.communicator(), DraftQuant(flags)));
     setup.drafter = std::make_unique<MtpDrafter>(std::move(assistant));
     return setup;
   }

@@ -1,6 +1,7 @@
-// The speculative-decoding options shared by `g4 run`, `g4 chat` and `g4 bench` (--spec,
-// --draft, --draft-max, --draft-adaptive, --draft-p-min, --ngram-min, --ngram-max), the drafter
-// they make, and the generation call that uses it (docs/speculative.md).
+// The speculative-decoding options shared by `g4 run`, `g4 chat`, `g4 bench` and `g4 serve`
+// (--spec, --draft, --draft-max, --draft-adaptive, --draft-p-min, --ngram-min, --ngram-max,
+// --draft-quant), the drafter they make, and the generation call that uses it
+// (docs/speculative.md).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -25,6 +26,7 @@ struct SpecFlags {
   bool adaptive = false;
   float p_min = 0;  // --draft-p-min: drafters stop before a token they give less probability
   int ngram_min = 1, ngram_max = 3;
+  std::string draft_quant = "bf16";  // --draft-quant: the assistant's matrices (--spec mtp)
   bool enabled() const { return spec != "none"; }
 };
 
@@ -46,6 +48,9 @@ struct SpecSetup {
 Result<SpecSetup> MakeSpecSetup(const SpecFlags& flags, Model& target,
                                 const SamplingParams& sampling, int context,
                                 const ModelOptions& load, const Communicator* comm);
+
+// --draft-quant as a weight type (bf16 when the flags were not checked).
+WeightType DraftQuant(const SpecFlags& flags);
 
 // The prefill chunk a cache needs for these flags: at least draft_max + 1 rows.
 int ChunkFor(const SpecFlags& flags, int chunk);

@@ -9,8 +9,10 @@
 
 #include "base/half.h"
 #include "io/safetensors.h"
+#include "kernels/cpu_kernels.h"
 #include "kernels/gather_dot.h"
 #include "kernels/ops.h"
+#include "kernels/quantize.h"
 
 namespace g4 {
 namespace {
@@ -30,7 +32,9 @@ double TopProbability(const float* scores, int64_t n) {
 }  // namespace
 
 Result<std::unique_ptr<Assistant>> Assistant::Load(const std::string& dir, Model& target,
-                                                   Communicator* lockstep) {
+                                                   Communicator* lockstep, WeightType quant) {
+  if (quant != WeightType::kBF16 && quant != WeightType::kQ8 && quant != WeightType::kQ4)
+    return Status::Error("the assistant's matrices load as bf16 (as shipped), q8 or q4");
   G4_ASSIGN_OR_RETURN(AssistantConfig config, LoadAssistantConfig(dir));
   G4_ASSIGN_OR_RETURN(AssistantPlan plan, BuildAssistantPlan(config, target.plan()));
   if (target.weights().embed_table == nullptr && target.weights().embed.rows != target.plan().vocab)
@@ -50,11 +54,11 @@ Result<std::unique_ptr<Assistant>> Assistant::Load(const std::string& dir, Model
     a->lockstep_ = lockstep;
     a->splits_kv_ = splits_kv;
   }
-  G4_RETURN_IF_ERROR(a->Bind(dir));
+  G4_RETURN_IF_ERROR(a->Bind(dir, quant));
   return a;
 }
 
-Status Assistant::Bind(const std::string& dir) {
+Status Assistant::Bind(const std::string& dir, WeightType quant) {
   G4_ASSIGN_OR_RETURN(auto store, TensorStore::OpenDir(dir));
   const AssistantPlan& p = plan_;
   layers_.resize(p.layers.size());
@@ -137,6 +141,14 @@ Status Assistant::Bind(const std::string& dir) {
   }
 
   if (p.centroid_head()) ClusterTable();
+  if (quant != WeightType::kBF16) {
+    std::vector<WeightMatrix*> matrices = {&pre_projection_, &post_projection_};
+    if (!p.centroid_head()) matrices.push_back(&embed_);
+    for (Layer& l : layers_)
+      for (WeightMatrix* m : {&l.q_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj})
+        matrices.push_back(m);
+    for (WeightMatrix* m : matrices) Quantize(m, quant);
+  }
 
   // RoPE frequencies per layer (the target's tables: same theta, pairs and head dim).
   int max_q = 0, max_hd = 0, max_heads = 0;
@@ -186,6 +198,23 @@ Status Assistant::Bind(const std::string& dir) {
   step_pool_ = step_bytes <= kSerialStepBytes ? &serial_ : &target_.pool();
   attention_.Reserve(step_pool_->size(), max_heads, max_hd, 0);
   return OkStatus();
+}
+
+void Assistant::Quantize(WeightMatrix* m, WeightType quant) {
+  if (!WeightTypeFits(quant, m->cols)) return;  // as the loader: a width the format does not fit
+  const SourceType source = m->type == WeightType::kBF16 ? SourceType::kBF16 : SourceType::kF32;
+  std::vector<uint8_t> out(WeightBytes(quant, m->rows, m->cols));
+  QuantizeMatrix(m->data, source, m->rows, m->cols, quant, out.data(), &target_.pool());
+  // Bind copied every matrix into buffers_: the quantized bytes take that copy's place.
+  auto owner = std::find_if(buffers_.begin(), buffers_.end(),
+                            [&](const std::vector<uint8_t>& b) { return b.data() == m->data; });
+  if (owner == buffers_.end()) owner = buffers_.emplace(buffers_.end());
+  *owner = std::move(out);
+  m->type = quant;
+  m->data = owner->data();
+  m->bytes = owner->size();
+  if (CanUseRowGroups(*m) && ActiveKernels().LayoutFor(quant) == WeightLayout::kRowGroups16)
+    ToRowGroups(m, owner->data(), &target_.pool());
 }
 
 // The centroid head only ever scores whole clusters, so its table is kept in cluster order: a

@@ -22,7 +22,10 @@ namespace g4 {
 class Assistant {
  public:
   // Loads DIR (config.json + safetensors) and binds it to `target` (geometry checked). Matrices
-  // keep a bf16 checkpoint's format (f16/f32 become f32).
+  // keep a bf16 checkpoint's format (f16/f32 become f32); with `quant` q8 or q4 they are
+  // quantized as the engine's loader quantizes a target's (the centroid head's centroids and
+  // clustered table excepted: they are read row by row), which makes a dense-head step (the
+  // 12B's) read ~1/3 of the bytes. Drafts only propose: the output stays the target's.
   //
   // Tensor parallel targets (`target` holds one rank's share): with `lockstep` null the assistant
   // drafts alone from this rank's cache, so every layer it reads must keep all its KV heads here
@@ -32,7 +35,8 @@ class Assistant {
   // the queries of the KV heads it holds and the outputs are summed over the ranks; when no layer
   // is split, only rank 0 drafts.
   static Result<std::unique_ptr<Assistant>> Load(const std::string& dir, Model& target,
-                                                 Communicator* lockstep = nullptr);
+                                                 Communicator* lockstep = nullptr,
+                                                 WeightType quant = WeightType::kBF16);
 
   const AssistantPlan& plan() const { return plan_; }
 
@@ -63,7 +67,9 @@ class Assistant {
     float layer_scalar = 1;
   };
   Assistant(Model& target, AssistantPlan plan) : target_(target), plan_(std::move(plan)) {}
-  Status Bind(const std::string& dir);
+  Status Bind(const std::string& dir, WeightType quant);
+  // Quantizes m (bf16/f32, row-major) to `quant` in kernel layout, if its width fits the format.
+  void Quantize(WeightMatrix* m, WeightType quant);
   void ClusterTable();
   // Step without the head: leaves z (the final-normed state) in z_ and writes h_next.
   Status Trunk(const KvCache& cache, int token, int64_t pos, const float* h, float* h_next);

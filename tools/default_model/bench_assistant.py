@@ -8,7 +8,7 @@ medians over repetitions of decode tok/s summed over the prompts, acceptance, to
 pass, and whether every speculative output equals the plain one token for token.
 
 usage: /usr/bin/python3 tools/default_model/bench_assistant.py [--g4 build/g4] [--reps 3] [--n 64]
-           [--variants mtp1,mtp3@0.6,ngram]
+           [--variants mtp1,mtp3@0.6,mtp1:q4,ngram]
 """
 import argparse
 import json
@@ -63,11 +63,12 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", help="also write the results here")
     ap.add_argument("--variants", default="mtp1,mtp2,mtp3,mtp4,ngram",
-                    help="besides plain: mtpK (--draft-max K), mtpK@P (and --draft-p-min P), ngram")
+                    help="besides plain: mtpK (--draft-max K), mtpK@P (and --draft-p-min P), "
+                         "either with :q8 or :q4 (--draft-quant), ngram")
     args = ap.parse_args()
     variants = {"plain": []}
     for name in args.variants.split(","):
-        m = re.fullmatch(r"mtp(\d+)(?:@([0-9.]+))?|ngram", name)
+        m = re.fullmatch(r"mtp(\d+)(?:@([0-9.]+))?(?::(q8|q4))?|ngram", name)
         if not m:
             ap.error(f"unknown variant {name!r}")
         if name == "ngram":
@@ -76,6 +77,8 @@ def main():
         variants[name] = ["--spec", "mtp", "--draft", args.draft, "--draft-max", m.group(1)]
         if m.group(2):
             variants[name] += ["--draft-p-min", m.group(2)]
+        if m.group(3):
+            variants[name] += ["--draft-quant", m.group(3)]
     sets = prompts(args.held_out)
     load = [os.getloadavg()[0]]
     results = {}
