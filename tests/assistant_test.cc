@@ -432,6 +432,15 @@ Status StepAndDraftOn(Prefilled& target, const std::string& dir, Communicator* l
   return a->Draft(*target.cache, target.token, target.pos, target.h.data(), 4, &out->tokens);
 }
 
+// The preset's tiny assistant (vocab 512) written to a temp directory named after `tag`; empty
+// on failure.
+std::string WriteTinyAssistant(const std::string& preset, const std::string& tag) {
+  auto spec = SynthAssistantPreset(preset + "-assistant", "tiny");
+  if (!spec.ok()) return "";
+  const std::string dir = TestTempDir(preset + "-assistant-" + tag);
+  return WriteSynthAssistant(*spec, {.vocab = 512}, dir).ok() ? dir : "";
+}
+
 // --draft-quant: the assistant's matrices quantized as the loader quantizes a target's. Each
 // preset's step against the same step at bf16 (the 12B's dense head is quantized too; the E2B/E4B
 // centroid head keeps its table): the logits move by the format's rounding, never by more than a
@@ -440,10 +449,8 @@ Status StepAndDraftOn(Prefilled& target, const std::string& dir, Communicator* l
 TEST(Assistant, QuantizedMatricesMoveTheLogitsByTheirRoundingOnly) {
   for (const char* preset : {"e2b", "e4b", "12b"}) {
     SCOPED_TRACE(preset);
-    auto spec = SynthAssistantPreset(std::string(preset) + "-assistant", "tiny");
-    ASSERT_TRUE(spec.ok());
-    const std::string dir = TestTempDir(std::string(preset) + "-assistant-quant");
-    ASSERT_TRUE(WriteSynthAssistant(*spec, {.vocab = 512}, dir).ok());
+    const std::string dir = WriteTinyAssistant(preset, "quant");
+    ASSERT_FALSE(dir.empty());
     Prefilled target = PrefillTinyTarget(preset);
     ASSERT_TRUE(target.model);
     auto step = [&](WeightType quant, std::vector<float>* logits) {
@@ -491,10 +498,8 @@ TEST(Assistant, QuantizedMatricesMoveTheLogitsByTheirRoundingOnly) {
 TEST(AssistantTensorParallel, TwoRanksStepAndDraftAsOne) {
   for (const char* preset : {"e2b", "e4b", "12b"}) {
     SCOPED_TRACE(preset);
-    auto spec = SynthAssistantPreset(std::string(preset) + "-assistant", "tiny");
-    ASSERT_TRUE(spec.ok());
-    const std::string dir = TestTempDir(std::string(preset) + "-assistant-tp");
-    ASSERT_TRUE(WriteSynthAssistant(*spec, {.vocab = 512}, dir).ok());
+    const std::string dir = WriteTinyAssistant(preset, "tp");
+    ASSERT_FALSE(dir.empty());
     const std::string target_dir = TinyCheckpoint(preset, {.vocab = 512});
     const std::vector<int> prompt = RandomPromptIds(70, 512, 4);  // past every tiny window
     Prefilled alone = PrefillTarget(target_dir, prompt, {.threads = 1});
