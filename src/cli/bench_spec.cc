@@ -89,6 +89,7 @@ Result<nlohmann::json> BenchSpeculative(const BenchFlags& f, Model& model, SpecS
   nlohmann::json j = SpecJson(spec_result);
   j["spec"] = f.spec.spec;
   j["draft"] = f.spec.draft;
+  if (f.spec.spec == "mtp") j["draft_quant"] = f.spec.draft_quant;
   j["draft_max"] = n_max;
   j["context"] = ctx;
   j["verify_ms_by_rows"] = verify_ms;
