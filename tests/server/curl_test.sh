@@ -164,11 +164,18 @@ for series in 'g4_requests_total{route="/v1/chat/completions",status="200"}' 'g4
 done
 if grep -qE 'cmpl-[0-9a-f-]+ /v1/completions prompt=[0-9]+ cached=[0-9]+ completion=5 .*ttft=[0-9.]+s decode=[0-9.]+ tok/s finish=length' "$tmp/main.log"; then ok "log: one line per request with id, tokens, TTFT, tok/s"; else fail "log: one line per request with id, tokens, TTFT, tok/s"; fi
 
+kill -TERM "$pid"; wait "$pid"
+
 # SIGTERM while a stream runs: the stream finishes, new requests are refused, exit code 0.
 # SIGTERM goes only once the stream's first data line arrived, i.e. the server accepted it:
 # sent earlier (a slow machine, a sanitizer build), the request could arrive after the drain
-# began and rightly get 503. Generous bound; failing it says so.
-curl -sN "$url/v1/completions" -d '{"prompt":"x","max_tokens":120,"temperature":0,"ignore_eos":true,"stream":true}' >"$tmp/drain" &
+# began and rightly get 503. Generous bound; failing it says so. The stream is long (2000
+# tokens, seconds even in a Release build) so that it is still running when the refused
+# request comes: a 120-token stream on the main server (ctx 256) once ended first on a loaded
+# machine, and the server, drained, had exited before that request.
+start drain --ctx 4096
+wait_ready "$url" || { fail "drain server ready"; cat "$tmp/drain.log"; }
+curl -sN "$url/v1/completions" -d '{"prompt":"x","max_tokens":2000,"temperature":0,"ignore_eos":true,"stream":true}' >"$tmp/drain" &
 cpid=$!
 wait_for "the drain test's stream to start" 60 grep -q '^data: ' "$tmp/drain" || { cat "$tmp/drain"; exit 1; }
 kill -TERM "$pid"
