@@ -108,10 +108,8 @@ TEST(Assistant, TinyPresetsMatchTheirTargetsAndWriteTheTable) {
   for (const char* preset : {"e2b", "e4b", "12b"}) {
     SCOPED_TRACE(preset);
     const std::string target = TinyCheckpoint(preset, {.vocab = 512});
-    auto spec = SynthAssistantPreset(std::string(preset) + "-assistant", "tiny");
-    ASSERT_TRUE(spec.ok());
-    const std::string dir = TestTempDir(std::string(preset) + "-assistant");
-    ASSERT_TRUE(WriteSynthAssistant(*spec, {.vocab = 512}, dir).ok());
+    const std::string dir = TinyAssistant(preset);
+    ASSERT_FALSE(dir.empty());
     auto config = LoadAssistantConfig(dir);
     ASSERT_TRUE(config.ok()) << config.status().message();
     auto tplan = LoadModelPlan(target);
@@ -348,10 +346,8 @@ TEST(Assistant, CandidateOnlyGreedyDraftPicksTheDenseArgMax) {
 TEST(Assistant, MinProbabilityStopsTheChainBeforeTheFirstUnsureStep) {
   for (const std::string preset : {"e2b", "12b"}) {
     SCOPED_TRACE(preset);
-    auto spec = SynthAssistantPreset(preset + "-assistant", "tiny");
-    ASSERT_TRUE(spec.ok()) << spec.status().message();
-    const std::string dir = TestTempDir(preset + "-assistant-pmin");
-    ASSERT_TRUE(WriteSynthAssistant(*spec, {.vocab = 512}, dir).ok());
+    const std::string dir = TinyAssistant(preset, "pmin");
+    ASSERT_FALSE(dir.empty());
     Prefilled target = PrefillTinyTarget(preset);
     ASSERT_TRUE(target.model);
     const KvCache& cache = *target.cache;
@@ -432,15 +428,6 @@ Status StepAndDraftOn(Prefilled& target, const std::string& dir, Communicator* l
   return a->Draft(*target.cache, target.token, target.pos, target.h.data(), 4, &out->tokens);
 }
 
-// The preset's tiny assistant (vocab 512) written to a temp directory named after `tag`; empty
-// on failure.
-std::string WriteTinyAssistant(const std::string& preset, const std::string& tag) {
-  auto spec = SynthAssistantPreset(preset + "-assistant", "tiny");
-  if (!spec.ok()) return "";
-  const std::string dir = TestTempDir(preset + "-assistant-" + tag);
-  return WriteSynthAssistant(*spec, {.vocab = 512}, dir).ok() ? dir : "";
-}
-
 // --draft-quant: the assistant's matrices quantized as the loader quantizes a target's. Each
 // preset's step against the same step at bf16 (the 12B's dense head is quantized too; the E2B/E4B
 // centroid head keeps its table): the logits move by the format's rounding, never by more than a
@@ -449,7 +436,7 @@ std::string WriteTinyAssistant(const std::string& preset, const std::string& tag
 TEST(Assistant, QuantizedMatricesMoveTheLogitsByTheirRoundingOnly) {
   for (const char* preset : {"e2b", "e4b", "12b"}) {
     SCOPED_TRACE(preset);
-    const std::string dir = WriteTinyAssistant(preset, "quant");
+    const std::string dir = TinyAssistant(preset, "quant");
     ASSERT_FALSE(dir.empty());
     Prefilled target = PrefillTinyTarget(preset);
     ASSERT_TRUE(target.model);
@@ -498,7 +485,7 @@ TEST(Assistant, QuantizedMatricesMoveTheLogitsByTheirRoundingOnly) {
 TEST(AssistantTensorParallel, TwoRanksStepAndDraftAsOne) {
   for (const char* preset : {"e2b", "e4b", "12b"}) {
     SCOPED_TRACE(preset);
-    const std::string dir = WriteTinyAssistant(preset, "tp");
+    const std::string dir = TinyAssistant(preset, "tp");
     ASSERT_FALSE(dir.empty());
     const std::string target_dir = TinyCheckpoint(preset, {.vocab = 512});
     const std::vector<int> prompt = RandomPromptIds(70, 512, 4);  // past every tiny window

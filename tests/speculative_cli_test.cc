@@ -4,7 +4,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/synth_assistant.h"
 #include "testing/checkpoints.h"
 #include "testing/run_g4.h"
 
@@ -40,16 +39,6 @@ TEST(SpeculativeCli, RunGivesThePlainIdsWithEitherDrafter) {
     EXPECT_GT(j["speculative"]["drafted"].get<int>(), 0) << spec;
     EXPECT_GE(j["speculative"]["tokens_per_target_pass"].get<double>(), 1.0) << spec;
   }
-}
-
-// The assistant drafter of each tiny preset (written next to the target's cached checkpoint).
-std::string TinyAssistant(const std::string& preset) {
-  auto spec = SynthAssistantPreset(preset + "-assistant", "tiny");
-  EXPECT_TRUE(spec.ok());
-  const std::string dir = TestTempDir(preset + "-assistant");
-  Status st = WriteSynthAssistant(*spec, {.vocab = 512}, dir);
-  EXPECT_TRUE(st.ok()) << st.message();
-  return dir;
 }
 
 TEST(SpeculativeCli, MtpGivesThePlainIdsOnEveryPreset) {

@@ -1,6 +1,7 @@
 #include "model/assistant.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -208,7 +209,7 @@ void Assistant::Quantize(WeightMatrix* m, WeightType quant) {
   // Bind copied every matrix into buffers_: the quantized bytes take that copy's place.
   auto owner = std::find_if(buffers_.begin(), buffers_.end(),
                             [&](const std::vector<uint8_t>& b) { return b.data() == m->data; });
-  if (owner == buffers_.end()) owner = buffers_.emplace(buffers_.end());
+  assert(owner != buffers_.end());
   *owner = std::move(out);
   m->type = quant;
   m->data = owner->data();

@@ -13,6 +13,7 @@
 #include "base/half.h"
 #include "base/mapped_file.h"
 #include "io/safetensors.h"
+#include "model/synth_assistant.h"
 #include "testing/paths.h"
 
 namespace g4 {
@@ -102,6 +103,21 @@ std::string TestTempDir(const std::string& name) {
   std::error_code ec;
   fs::remove_all(dir, ec);
   fs::create_directories(dir, ec);
+  return dir;
+}
+
+std::string TinyAssistant(const std::string& preset, const std::string& tag) {
+  auto spec = SynthAssistantPreset(preset + "-assistant", "tiny");
+  if (!spec.ok()) {
+    ADD_FAILURE() << "TinyAssistant: " << spec.status().message();
+    return "";
+  }
+  const std::string dir = TestTempDir(preset + "-assistant-" + tag);
+  Status st = WriteSynthAssistant(*spec, {.vocab = 512}, dir);
+  if (!st.ok()) {
+    ADD_FAILURE() << "TinyAssistant(" << preset << "): " << st.message();
+    return "";
+  }
   return dir;
 }
 

@@ -29,6 +29,10 @@ namespace g4 {
 // defaults to TestTokenizerPath()).
 std::string TinyCheckpoint(const std::string& preset, const SynthOptions& options = {});
 
+// The preset's tiny assistant drafter ("e2b" -> e2b-assistant, vocab 512 to pair with
+// TinyCheckpoint(preset, {.vocab = 512})), written to TestTempDir(preset + "-assistant-" + tag).
+std::string TinyAssistant(const std::string& preset, const std::string& tag = "tiny");
+
 // The Gemma-4 test tokenizer.json.
 std::string TestTokenizerPath();
 
