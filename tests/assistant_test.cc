@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "kernels/ops.h"
 #include "model/arch/gemma4_assistant.h"
 #include "model/architecture.h"
+#include "model/assistant_weights.h"
 #include "model/loader.h"
 #include "model/random_prompt.h"
 #include "model/synth_assistant.h"
@@ -474,6 +476,92 @@ TEST(Assistant, QuantizedMatricesMoveTheLogitsByTheirRoundingOnly) {
   EXPECT_FALSE(
       Assistant::Load("/nonexistent", *PrefillTinyTarget("e2b").model, nullptr, WeightType::kF32)
           .ok());
+}
+
+// `g4 pack` of an assistant: the artifact's step equals its directory's loaded in the same
+// format, bit for bit (the same quantization, the same layout), on the centroid head (E2B) and
+// the dense one (12B), for every format; and the draft is the same tokens.
+TEST(Assistant, AnArtifactStepsExactlyAsItsDirectoryInTheSameFormat) {
+  for (const char* preset : {"e2b", "12b"}) {
+    SCOPED_TRACE(preset);
+    const std::string dir = TinyAssistant(preset, "pack");
+    ASSERT_FALSE(dir.empty());
+    Prefilled target = PrefillTinyTarget(preset);
+    ASSERT_TRUE(target.model);
+    auto step = [&](const std::string& path, WeightType quant, StepAndDraft* out) {
+      auto a = Assistant::Load(path, *target.model, nullptr, quant);
+      ASSERT_TRUE(a.ok()) << a.status().message();
+      (*a)->set_dense_head(true);
+      out->logits.assign((*a)->plan().vocab, 0);
+      out->h_next.assign((*a)->plan().backbone_hidden, 0);
+      ASSERT_TRUE((*a)->Step(*target.cache, target.token, target.pos, target.h.data(),
+                             out->logits.data(), out->h_next.data())
+                      .ok());
+      (*a)->set_dense_head(false);
+      ASSERT_TRUE(
+          (*a)->Draft(*target.cache, target.token, target.pos, target.h.data(), 4, &out->tokens)
+              .ok());
+    };
+    std::vector<float> bf16_logits;
+    for (WeightType quant : {WeightType::kBF16, WeightType::kQ8, WeightType::kQ4}) {
+      SCOPED_TRACE(WeightTypeName(quant));
+      const std::string artifact =
+          TestTempDir("assistant-artifact") + "/" + WeightTypeName(quant) + ".g4pack";
+      Status st = PackAssistant(dir, artifact, quant, 1);
+      ASSERT_TRUE(st.ok()) << st.message();
+      StepAndDraft from_dir, from_artifact, as_packed;
+      step(dir, quant, &from_dir);
+      step(artifact, quant, &from_artifact);
+      step(artifact, WeightType::kBF16, &as_packed);  // bf16 asked: the artifact's own format
+      EXPECT_EQ(from_artifact.logits, from_dir.logits);
+      EXPECT_EQ(from_artifact.h_next, from_dir.h_next);
+      EXPECT_EQ(from_artifact.tokens, from_dir.tokens);
+      EXPECT_EQ(as_packed.logits, from_dir.logits);
+      // Each format is its own: a q8/q4 artifact that held bf16 bytes would pass the checks above.
+      if (quant == WeightType::kBF16)
+        bf16_logits = from_dir.logits;
+      else
+        EXPECT_NE(from_artifact.logits, bf16_logits);
+      if (quant == WeightType::kQ4) {
+        auto other = Assistant::Load(artifact, *target.model, nullptr, WeightType::kQ8);
+        ASSERT_FALSE(other.ok());
+        EXPECT_NE(other.status().message().find("holds q4 matrices but --draft-quant q8"),
+                  std::string::npos)
+            << other.status().message();
+      }
+    }
+  }
+}
+
+// A damaged assistant artifact is refused by name, never drafted from.
+TEST(Assistant, ADamagedArtifactIsRefusedByItsSection) {
+  const std::string dir = TinyAssistant("e2b", "damaged");
+  ASSERT_FALSE(dir.empty());
+  const std::string artifact = TestTempDir("assistant-damaged") + "/a.g4pack";
+  ASSERT_TRUE(PackAssistant(dir, artifact, WeightType::kQ8, 1).ok());
+  auto pack = PackFile::Open(artifact);
+  ASSERT_TRUE(pack.ok());
+  const PackSection* s = (*pack)->Find("assistant/model.layers.0.mlp.up_proj.weight");
+  ASSERT_NE(s, nullptr);
+  const uint64_t offset = s->offset + s->bytes / 2;
+  pack->reset();
+  {
+    std::FILE* f = std::fopen(artifact.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, static_cast<long>(offset), SEEK_SET);
+    const int c = std::fgetc(f);
+    std::fseek(f, static_cast<long>(offset), SEEK_SET);
+    std::fputc(c ^ 0x5a, f);
+    std::fclose(f);
+  }
+  Prefilled target = PrefillTinyTarget("e2b");
+  ASSERT_TRUE(target.model);
+  auto a = Assistant::Load(artifact, *target.model);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("model.layers.0.mlp.up_proj.weight"), std::string::npos)
+      << a.status().message();
+  // Packing a packed file is refused, as for a target.
+  EXPECT_FALSE(PackAssistant(artifact, artifact + ".again", WeightType::kQ8, 1).ok());
 }
 
 // Under tensor parallelism each rank's cache holds its share of the KV heads. With the rank group

@@ -57,7 +57,7 @@ TEST(SpeculativeCli, MtpGivesThePlainIdsOnEveryPreset) {
       ASSERT_EQ(plain.exit_code, 0) << plain.output;
       const auto expected = LastJsonLine(plain.output)["ids"];
       ASSERT_EQ(expected.size(), 40u);
-      int drafted_max3 = 0;
+      int drafted_max3 = 0, drafted_q4 = 0;
       for (const std::string flags :
            {" --draft-max 3", " --draft-max 1 --draft-adaptive", " --draft-max 3 --draft-p-min 0.5",
             " --draft-max 3 --draft-quant q4"}) {
@@ -71,12 +71,23 @@ TEST(SpeculativeCli, MtpGivesThePlainIdsOnEveryPreset) {
         const int drafted = j["speculative"]["drafted"].get<int>();
         EXPECT_GT(drafted, 0) << spec;
         if (flags == " --draft-max 3") drafted_max3 = drafted;
+        if (flags.find("q4") != std::string::npos) drafted_q4 = drafted;
         // The unsure steps' drafts are cut (the cut itself: Assistant.MinProbability...).
         if (flags.find("p-min") != std::string::npos) {
           EXPECT_LT(drafted, drafted_max3) << spec;
         }
       }
       if (kv != "f32") continue;
+      // The assistant packed at q4 drafts as its directory does with --draft-quant q4.
+      const std::string artifact =
+          TestTempDir(std::string(preset) + "-assistant-pack") + "/a.g4pack";
+      const G4RunResult pack = RunG4("pack --model " + assistant + " --quant q4 --out " + artifact);
+      ASSERT_EQ(pack.exit_code, 0) << pack.output;
+      const G4RunResult packed =
+          RunG4(with_kv + " --spec mtp --draft " + artifact + " --draft-max 3");
+      ASSERT_EQ(packed.exit_code, 0) << packed.output;
+      EXPECT_EQ(LastJsonLine(packed.output)["ids"], expected);
+      EXPECT_EQ(LastJsonLine(packed.output)["speculative"]["drafted"].get<int>(), drafted_q4);
       // Two tensor-parallel ranks: the assistant runs on both (E4B's KV heads and the 12B's
       // sliding ones are split over them; E2B's one head is on each).
       const std::string tp = with_kv + " --tp 2 --spec mtp --draft " + assistant + " --draft-max 3";
@@ -116,6 +127,13 @@ TEST(SpeculativeCli, ClearErrors) {
     EXPECT_NE(run.exit_code, 0) << c.flags;
     EXPECT_NE(run.output.find(c.message), std::string::npos) << c.flags << "\n" << run.output;
   }
+  // An assistant artifact is one rank: every rank of a tensor-parallel target loads it whole.
+  const std::string assistant = TinyAssistant("e2b", "errors");
+  const G4RunResult pack = RunG4("pack --model " + assistant + " --tp 2 --out " +
+                                 TestTempDir("assistant-tp-pack") + "/a.g4pack");
+  EXPECT_NE(pack.exit_code, 0);
+  EXPECT_NE(pack.output.find("an assistant artifact holds one rank"), std::string::npos)
+      << pack.output;
 }
 
 TEST(SpeculativeCli, BenchJsonHasTheVerifyCostAndCounters) {

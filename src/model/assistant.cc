@@ -1,7 +1,6 @@
 #include "model/assistant.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -14,6 +13,7 @@
 #include "kernels/gather_dot.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
+#include "model/assistant_weights.h"
 
 namespace g4 {
 namespace {
@@ -59,97 +59,33 @@ Result<std::unique_ptr<Assistant>> Assistant::Load(const std::string& dir, Model
   return a;
 }
 
-Status Assistant::Bind(const std::string& dir, WeightType quant) {
-  G4_ASSIGN_OR_RETURN(auto store, TensorStore::OpenDir(dir));
+Status Assistant::Bind(const std::string& path, WeightType quant) {
   const AssistantPlan& p = plan_;
   layers_.resize(p.layers.size());
-  for (const AssistantTensor& t : AssistantTensors(p.config)) {
-    const TensorView* v = store->Find(t.name);
-    if (!v) return Status::Errorf(dir, ": assistant tensor ", t.name, " is missing");
-    if (v->shape != t.shape) {
-      std::string want = "[";
-      for (size_t i = 0; i < t.shape.size(); ++i) want += (i ? ", " : "") + std::to_string(t.shape[i]);
-      return Status::Errorf(dir, ": ", t.name, " has shape ", v->ShapeString(), ", expected ",
-                            want, "]");
+  if (IsPackFile(path)) {
+    G4_ASSIGN_OR_RETURN(auto pack, PackFile::Open(path));
+    G4_ASSIGN_OR_RETURN(const WeightType packed, PackedAssistantQuant(*pack));
+    if (quant != WeightType::kBF16 && quant != packed)
+      return Status::Errorf(path, ": the assistant artifact holds ", WeightTypeName(packed),
+                            " matrices but --draft-quant ", WeightTypeName(quant),
+                            " was asked for; an artifact is never converted at load: run `g4 "
+                            "pack --quant ",
+                            WeightTypeName(quant),
+                            "` on the assistant's checkpoint (or drop --draft-quant)");
+    G4_RETURN_IF_ERROR(pack->VerifyAll(&target_.pool()));
+    for (const AssistantTensor& t : AssistantTensors(p.config)) {
+      G4_ASSIGN_OR_RETURN(AssistantWeight w, ReadPackedAssistantWeight(*pack, t, p.config));
+      G4_RETURN_IF_ERROR(Install(t, std::move(w)));
     }
-    const int64_t n = v->numel();
-    if (t.kind == AssistantTensorKind::kOrdering) {
-      if (v->dtype != DType::kI64)
-        return Status::Errorf(dir, ": ", t.name, " must be I64, found ", DTypeName(v->dtype));
-      ordering_.resize(n);
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t id;
-        std::memcpy(&id, v->data + 8 * i, 8);
-        if (id < 0 || id >= p.vocab)
-          return Status::Errorf(dir, ": ", t.name, "[", i, "] = ", id,
-                                " is not a token id in [0, ", p.vocab, ")");
-        ordering_[i] = static_cast<int32_t>(id);
-      }
-      continue;
+  } else {
+    G4_ASSIGN_OR_RETURN(auto store, TensorStore::OpenDir(path));
+    for (const AssistantTensor& t : AssistantTensors(p.config)) {
+      G4_ASSIGN_OR_RETURN(AssistantWeight w,
+                          ReadAssistantWeight(*store, t, p.config, quant, &target_.pool(), path));
+      G4_RETURN_IF_ERROR(Install(t, std::move(w)));
     }
-    if (v->dtype != DType::kBF16 && v->dtype != DType::kF16 && v->dtype != DType::kF32)
-      return Status::Errorf(dir, ": ", t.name, " has dtype ", DTypeName(v->dtype),
-                            " (expected BF16, F16 or F32)");
-    std::vector<float> f;
-    if (t.kind != AssistantTensorKind::kMatrix || v->dtype != DType::kBF16) {
-      f.resize(n);
-      for (int64_t i = 0; i < n; ++i) f[i] = static_cast<float>(v->ValueAt(i));
-    }
-    if (t.kind == AssistantTensorKind::kScalar) {
-      layers_[t.layer].layer_scalar = f[0];
-      continue;
-    }
-    if (t.kind == AssistantTensorKind::kVector) {
-      Layer* l = t.layer >= 0 ? &layers_[t.layer] : nullptr;
-      std::vector<float>* slot = nullptr;
-      if (t.name == "model.norm.weight") slot = &final_norm_;
-      else if (t.name.ends_with(".input_layernorm.weight")) slot = &l->input_norm;
-      else if (t.name.ends_with(".post_attention_layernorm.weight")) slot = &l->post_attention_norm;
-      else if (t.name.ends_with(".pre_feedforward_layernorm.weight")) slot = &l->pre_feedforward_norm;
-      else if (t.name.ends_with(".post_feedforward_layernorm.weight")) slot = &l->post_feedforward_norm;
-      else if (t.name.ends_with(".q_norm.weight")) slot = &l->q_norm;
-      if (!slot) return Status::Errorf("assistant: no slot for ", t.name);
-      *slot = std::move(f);
-      continue;
-    }
-    // A matrix, kept in bf16 as shipped, else widened to f32.
-    WeightMatrix m;
-    m.rows = static_cast<int>(t.shape[0]);
-    m.cols = static_cast<int>(t.shape[1]);
-    if (v->dtype == DType::kBF16) {
-      buffers_.emplace_back(v->data, v->data + v->bytes);
-      m.type = WeightType::kBF16;
-    } else {
-      buffers_.emplace_back(reinterpret_cast<const uint8_t*>(f.data()),
-                            reinterpret_cast<const uint8_t*>(f.data() + n));
-      m.type = WeightType::kF32;
-    }
-    m.data = buffers_.back().data();
-    m.bytes = buffers_.back().size();
-    Layer* l = t.layer >= 0 ? &layers_[t.layer] : nullptr;
-    WeightMatrix* slot = nullptr;
-    if (t.name == "model.embed_tokens.weight") slot = &embed_;
-    else if (t.name == "pre_projection.weight") slot = &pre_projection_;
-    else if (t.name == "post_projection.weight") slot = &post_projection_;
-    else if (t.name == "masked_embedding.centroids.weight") slot = &centroids_;
-    else if (t.name.ends_with(".q_proj.weight")) slot = &l->q_proj;
-    else if (t.name.ends_with(".o_proj.weight")) slot = &l->o_proj;
-    else if (t.name.ends_with(".gate_proj.weight")) slot = &l->gate_proj;
-    else if (t.name.ends_with(".up_proj.weight")) slot = &l->up_proj;
-    else if (t.name.ends_with(".down_proj.weight")) slot = &l->down_proj;
-    if (!slot) return Status::Errorf("assistant: no slot for ", t.name);
-    *slot = m;
   }
-
   if (p.centroid_head()) ClusterTable();
-  if (quant != WeightType::kBF16) {
-    std::vector<WeightMatrix*> matrices = {&pre_projection_, &post_projection_};
-    if (!p.centroid_head()) matrices.push_back(&embed_);
-    for (Layer& l : layers_)
-      for (WeightMatrix* m : {&l.q_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj})
-        matrices.push_back(m);
-    for (WeightMatrix* m : matrices) Quantize(m, quant);
-  }
 
   // RoPE frequencies per layer (the target's tables: same theta, pairs and head dim).
   int max_q = 0, max_hd = 0, max_heads = 0;
@@ -201,21 +137,65 @@ Status Assistant::Bind(const std::string& dir, WeightType quant) {
   return OkStatus();
 }
 
-void Assistant::Quantize(WeightMatrix* m, WeightType quant) {
-  if (!WeightTypeFits(quant, m->cols)) return;  // as the loader: a width the format does not fit
-  const SourceType source = m->type == WeightType::kBF16 ? SourceType::kBF16 : SourceType::kF32;
-  std::vector<uint8_t> out(WeightBytes(quant, m->rows, m->cols));
-  QuantizeMatrix(m->data, source, m->rows, m->cols, quant, out.data(), &target_.pool());
-  // Bind copied every matrix into buffers_: the quantized bytes take that copy's place.
-  auto owner = std::find_if(buffers_.begin(), buffers_.end(),
-                            [&](const std::vector<uint8_t>& b) { return b.data() == m->data; });
-  assert(owner != buffers_.end());
-  *owner = std::move(out);
-  m->type = quant;
-  m->data = owner->data();
-  m->bytes = owner->size();
-  if (CanUseRowGroups(*m) && ActiveKernels().LayoutFor(quant) == WeightLayout::kRowGroups16)
-    ToRowGroups(m, owner->data(), &target_.pool());
+Status Assistant::Install(const AssistantTensor& t, AssistantWeight w) {
+  if (t.kind == AssistantTensorKind::kOrdering) {
+    ordering_ = std::move(w.ids);
+    return OkStatus();
+  }
+  Layer* l = t.layer >= 0 ? &layers_[t.layer] : nullptr;
+  if (t.kind == AssistantTensorKind::kScalar) {
+    l->layer_scalar = w.values[0];
+    return OkStatus();
+  }
+  if (t.kind == AssistantTensorKind::kVector) {
+    std::vector<float>* slot = nullptr;
+    if (t.name == "model.norm.weight")
+      slot = &final_norm_;
+    else if (t.name.ends_with(".input_layernorm.weight"))
+      slot = &l->input_norm;
+    else if (t.name.ends_with(".post_attention_layernorm.weight"))
+      slot = &l->post_attention_norm;
+    else if (t.name.ends_with(".pre_feedforward_layernorm.weight"))
+      slot = &l->pre_feedforward_norm;
+    else if (t.name.ends_with(".post_feedforward_layernorm.weight"))
+      slot = &l->post_feedforward_norm;
+    else if (t.name.ends_with(".q_norm.weight"))
+      slot = &l->q_norm;
+    if (!slot) return Status::Errorf("assistant: no slot for ", t.name);
+    *slot = std::move(w.values);
+    return OkStatus();
+  }
+  WeightMatrix* slot = nullptr;
+  if (t.name == "model.embed_tokens.weight")
+    slot = &embed_;
+  else if (t.name == "pre_projection.weight")
+    slot = &pre_projection_;
+  else if (t.name == "post_projection.weight")
+    slot = &post_projection_;
+  else if (t.name == "masked_embedding.centroids.weight")
+    slot = &centroids_;
+  else if (t.name.ends_with(".q_proj.weight"))
+    slot = &l->q_proj;
+  else if (t.name.ends_with(".o_proj.weight"))
+    slot = &l->o_proj;
+  else if (t.name.ends_with(".gate_proj.weight"))
+    slot = &l->gate_proj;
+  else if (t.name.ends_with(".up_proj.weight"))
+    slot = &l->up_proj;
+  else if (t.name.ends_with(".down_proj.weight"))
+    slot = &l->down_proj;
+  if (!slot) return Status::Errorf("assistant: no slot for ", t.name);
+  buffers_.push_back(std::move(w.bytes));
+  WeightMatrix& m = *slot;
+  m.type = w.type;
+  m.rows = static_cast<int>(t.shape[0]);
+  m.cols = static_cast<int>(t.shape[1]);
+  m.data = buffers_.back().data();
+  m.bytes = buffers_.back().size();
+  // Quantized matrices in the layout the kernels read, as the loader leaves a target's.
+  if (CanUseRowGroups(m) && ActiveKernels().LayoutFor(m.type) == WeightLayout::kRowGroups16)
+    ToRowGroups(&m, buffers_.back().data(), &target_.pool());
+  return OkStatus();
 }
 
 // The centroid head only ever scores whole clusters, so its table is kept in cluster order: a

@@ -14,6 +14,7 @@
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
 #include "model/arch/gemma4_assistant.h"
+#include "model/assistant_weights.h"
 #include "model/forward.h"
 #include "model/kv_cache.h"
 
@@ -21,11 +22,13 @@ namespace g4 {
 
 class Assistant {
  public:
-  // Loads DIR (config.json + safetensors) and binds it to `target` (geometry checked). Matrices
-  // keep a bf16 checkpoint's format (f16/f32 become f32); with `quant` q8 or q4 they are
-  // quantized as the engine's loader quantizes a target's (the centroid head's centroids and
-  // clustered table excepted: they are read row by row), so a dense-head step (the 12B's) reads
-  // 53% (q8) or 28% (q4) of the bf16 bytes. Drafts only propose: the output stays the target's.
+  // Loads DIR (config.json + safetensors, or an assistant artifact from `g4 pack`) and binds it
+  // to `target` (geometry checked). Matrices keep a bf16 checkpoint's format (f16/f32 become
+  // f32); with `quant` q8 or q4 they are quantized as the engine's loader quantizes a target's
+  // (the centroid head's centroids and clustered table excepted: they are read row by row), so a
+  // dense-head step (the 12B's) reads 53% (q8) or 28% (q4) of the bf16 bytes. An artifact holds
+  // its format: `quant` bf16 takes it as packed, another format must match it. Drafts only
+  // propose: the output stays the target's.
   //
   // Tensor parallel targets (`target` holds one rank's share): with `lockstep` null the assistant
   // drafts alone from this rank's cache, so every layer it reads must keep all its KV heads here
@@ -67,9 +70,10 @@ class Assistant {
     float layer_scalar = 1;
   };
   Assistant(Model& target, AssistantPlan plan) : target_(target), plan_(std::move(plan)) {}
-  Status Bind(const std::string& dir, WeightType quant);
-  // Quantizes m (bf16/f32, row-major) to `quant` in kernel layout, if its width fits the format.
-  void Quantize(WeightMatrix* m, WeightType quant);
+  // Reads every tensor of PATH (a checkpoint directory or an assistant artifact) and installs it.
+  Status Bind(const std::string& path, WeightType quant);
+  // Puts one tensor in its slot; a matrix's bytes move into buffers_ (q8/q4 in kernel layout).
+  Status Install(const AssistantTensor& t, AssistantWeight w);
   void ClusterTable();
   // Step without the head: leaves z (the final-normed state) in z_ and writes h_next.
   Status Trunk(const KvCache& cache, int token, int64_t pos, const float* h, float* h_next);

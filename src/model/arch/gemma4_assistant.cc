@@ -84,6 +84,15 @@ Result<AssistantConfig> LoadAssistantConfig(const std::string& dir) {
   return ParseAssistantConfig(*text, dir);
 }
 
+bool IsAssistantCheckpoint(const std::string& model) {
+  auto text = ReadModelTextFile(model, "config.json");
+  if (!text.ok()) return false;
+  const json outer = json::parse(*text, nullptr, false);
+  if (!outer.is_object() || !outer.contains("model_type") || !outer["model_type"].is_string())
+    return false;
+  return IsAssistantModelType(outer["model_type"].get<std::string>());
+}
+
 Result<AssistantPlan> BuildAssistantPlan(const AssistantConfig& config, const ModelPlan& target) {
   const std::string where = config.source + "/config.json";
   // Geometry, RoPE and widths as for any Gemma-4 layer; every assistant layer is "KV-shared"
@@ -140,10 +149,10 @@ std::vector<AssistantTensor> AssistantTensors(const AssistantConfig& config) {
   const int64_t Ha = t.hidden_size, Hb = config.backbone_hidden, V = t.vocab_size;
   const int64_t I = t.intermediate_size;
   std::vector<AssistantTensor> out = {
-      {"model.embed_tokens.weight", K::kMatrix, {V, Ha}},
+      {"model.embed_tokens.weight", K::kMatrix, {V, Ha}, -1, !config.use_ordered_embeddings},
       {"model.norm.weight", K::kVector, {Ha}},
-      {"pre_projection.weight", K::kMatrix, {Ha, 2 * Hb}},
-      {"post_projection.weight", K::kMatrix, {Hb, Ha}},
+      {"pre_projection.weight", K::kMatrix, {Ha, 2 * Hb}, -1, true},
+      {"post_projection.weight", K::kMatrix, {Hb, Ha}, -1, true},
   };
   if (config.use_ordered_embeddings) {
     out.push_back({"masked_embedding.centroids.weight", K::kMatrix, {config.num_centroids, Ha}});
@@ -160,12 +169,12 @@ std::vector<AssistantTensor> AssistantTensors(const AssistantConfig& config) {
                              "pre_feedforward_layernorm", "post_feedforward_layernorm"})
       out.push_back({l + norm + ".weight", K::kVector, {Ha}, i});
     out.push_back({l + "layer_scalar", K::kScalar, {1}, i});
-    out.push_back({l + "self_attn.q_proj.weight", K::kMatrix, {lp.q_dim(), Ha}, i});
+    out.push_back({l + "self_attn.q_proj.weight", K::kMatrix, {lp.q_dim(), Ha}, i, true});
     out.push_back({l + "self_attn.q_norm.weight", K::kVector, {lp.head_dim}, i});
-    out.push_back({l + "self_attn.o_proj.weight", K::kMatrix, {Ha, lp.q_dim()}, i});
-    out.push_back({l + "mlp.gate_proj.weight", K::kMatrix, {I, Ha}, i});
-    out.push_back({l + "mlp.up_proj.weight", K::kMatrix, {I, Ha}, i});
-    out.push_back({l + "mlp.down_proj.weight", K::kMatrix, {Ha, I}, i});
+    out.push_back({l + "self_attn.o_proj.weight", K::kMatrix, {Ha, lp.q_dim()}, i, true});
+    out.push_back({l + "mlp.gate_proj.weight", K::kMatrix, {I, Ha}, i, true});
+    out.push_back({l + "mlp.up_proj.weight", K::kMatrix, {I, Ha}, i, true});
+    out.push_back({l + "mlp.down_proj.weight", K::kMatrix, {Ha, I}, i, true});
   }
   return out;
 }

@@ -32,8 +32,11 @@ bool IsAssistantModelType(const std::string& model_type);
 // Parses an assistant's config.json text. Errors name the field.
 Result<AssistantConfig> ParseAssistantConfig(const std::string& config_json,
                                              const std::string& source);
-// Reads DIR/config.json.
+// Reads config.json of DIR (a checkpoint directory or a `g4 pack` artifact).
 Result<AssistantConfig> LoadAssistantConfig(const std::string& dir);
+
+// True when MODEL (directory or artifact) has a config.json whose model_type is an assistant's.
+bool IsAssistantCheckpoint(const std::string& model);
 
 // The assistant's layers bound to a target: geometry from its own config, kv_source = the target
 // layer whose cache each layer reads (HF: the last KV-owner layer of the same type), checked
@@ -66,6 +69,10 @@ struct AssistantTensor {
   AssistantTensorKind kind;
   std::vector<int64_t> shape;
   int layer = -1;  // -1: model-wide
+  // A matrix `--draft-quant` / `g4 pack --quant` quantizes: the projections, every layer's
+  // products and the dense head's table. The centroid head's clustered table and centroids are
+  // read row by row and stay as shipped.
+  bool quantizable = false;
 };
 std::vector<AssistantTensor> AssistantTensors(const AssistantConfig& config);
 
