@@ -1,5 +1,7 @@
 // Fuzzes the packed-artifact reader (io/pack.h: PackFile::Open, Verify, ReadText) and loading a
-// model from an artifact (model/pack_reader.h: LoadPackedModel via LoadModel, then one Forward).
+// model from an artifact (model/pack_reader.h: LoadPackedModel via LoadModel, then one Forward),
+// or, for an assistant drafter's artifact, reading every tensor of its table
+// (model/assistant_weights.h: ReadPackedAssistantWeight, what `--spec mtp --draft FILE` binds).
 //
 // Input: one knob byte, then the artifact. The header and table carry XXH64 checksums that a
 // mutation almost never keeps right, so without help every input would stop at "damaged".
@@ -26,12 +28,15 @@
 #include "base/hash.h"
 #include "fuzz_util.h"
 #include "io/pack.h"
+#include "model/arch/gemma4_assistant.h"
+#include "model/assistant_weights.h"
 #include "model/forward.h"
 #include "model/loader.h"
 #include "model/kv_cache.h"
 #include "model/pack_reader.h"
 #include "model/pack_writer.h"
 #include "model/synth.h"
+#include "model/synth_assistant.h"
 
 namespace {
 
@@ -85,7 +90,51 @@ void CheckOpened(const g4::PackFile& pack) {
   }
 }
 
+// An assistant artifact: each tensor read as `--spec mtp --draft FILE` reads it, short of binding
+// a target. What it accepts must be exactly what the table asks for.
+void ReadAssistant(const std::string& path) {
+  auto config = g4::LoadAssistantConfig(path);
+  if (!config.ok()) {
+    Check(!config.status().message().empty(), "a refused assistant config says why");
+    return;
+  }
+  auto pack = g4::PackFile::Open(path);
+  if (!pack.ok()) return;
+  auto quant = g4::PackedAssistantQuant(**pack);
+  if (!quant.ok()) {
+    Check(!quant.status().message().empty(), "a refused assistant artifact says why");
+    return;
+  }
+  for (const g4::AssistantTensor& t : g4::AssistantTensors(*config)) {
+    auto w = g4::ReadPackedAssistantWeight(**pack, t, *config);
+    if (!w.ok()) {
+      Check(!w.status().message().empty(), "a refused assistant tensor says why");
+      return;
+    }
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    switch (t.kind) {
+      case g4::AssistantTensorKind::kMatrix:
+        Check(w->bytes.size() == g4::WeightBytes(w->type, static_cast<int>(t.shape[0]),
+                                                 static_cast<int>(t.shape[1])),
+              "an accepted matrix holds its format's bytes for its shape");
+        break;
+      case g4::AssistantTensorKind::kOrdering:
+        Check(static_cast<int64_t>(w->ids.size()) == n, "an accepted ordering has vocab ids");
+        for (int32_t id : w->ids)
+          Check(id >= 0 && id < config->text.vocab_size, "every accepted id is in the vocabulary");
+        break;
+      default:
+        Check(static_cast<int64_t>(w->values.size()) == n, "an accepted vector has its length");
+    }
+  }
+}
+
 void LoadAndRun(const std::string& path) {
+  if (g4::IsAssistantCheckpoint(path)) {
+    ReadAssistant(path);
+    return;
+  }
   g4::ModelOptions options;
   options.threads = 1;
   auto model = g4::LoadModel(path, options);
@@ -152,6 +201,15 @@ void WriteSeeds(const std::string& dir) {
   st = g4::PackModel(work + "/model", work + "/model.g4", {});
   if (!st.ok()) std::fprintf(stderr, "%s\n", st.message().c_str());
   Check(st.ok(), "pack");
+  // A tiny assistant drafter (the E2B's kind: centroid head), packed at q8.
+  {
+    auto assistant = g4::SynthAssistantPreset("e2b-assistant", "tiny");
+    Check(assistant.ok(), "assistant preset");
+    st = g4::WriteSynthAssistant(*assistant, {.vocab = 512}, work + "/assistant");
+    Check(st.ok(), "assistant synth");
+    st = g4::PackAssistant(work + "/assistant", work + "/assistant.g4", g4::WeightType::kQ8, 1);
+    Check(st.ok(), "assistant pack");
+  }
   // A small artifact without a model: two text sections.
   {
     auto writer = g4::PackWriter::Create(work + "/text.g4");
@@ -169,6 +227,7 @@ void WriteSeeds(const std::string& dir) {
   };
   const std::string model = read(work + "/model.g4"), text = read(work + "/text.g4");
   put("model_load", 7, model);
+  put("assistant_load", 7, read(work + "/assistant.g4"));
   put("text", 0, text);
   put("text_fixed", 3, text);
   put("text_truncated", 0, text.substr(0, text.size() - 100));
