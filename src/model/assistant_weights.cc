@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstring>
 
-#include "base/mapped_file.h"
 #include "kernels/quantize.h"
 #include "model/pack_layout.h"
 
@@ -161,12 +160,7 @@ Status PackAssistant(const std::string& dir, const std::string& out, WeightType 
   ThreadPool pool(threads);
   G4_ASSIGN_OR_RETURN(auto writer, PackWriter::Create(out, {.pool = &pool}));
   int sections = 0;
-  for (const std::string& name : PackedCheckpointFiles()) {
-    if (!FileExists(dir + "/" + name)) continue;
-    G4_ASSIGN_OR_RETURN(std::string text, ReadFileToString(dir + "/" + name));
-    G4_RETURN_IF_ERROR(writer->AddText("file/" + name, text));
-    ++sections;
-  }
+  G4_RETURN_IF_ERROR(AddCheckpointFiles(*writer, dir, &sections));
   // One tensor at a time: peak memory is the largest one (the 12B's dense head).
   for (const AssistantTensor& t : AssistantTensors(config)) {
     G4_ASSIGN_OR_RETURN(AssistantWeight w,

@@ -1,5 +1,7 @@
 #include "model/pack_layout.h"
 
+#include "base/mapped_file.h"
+
 namespace g4 {
 
 const std::vector<std::string>& PackedCheckpointFiles() {
@@ -7,6 +9,16 @@ const std::vector<std::string>& PackedCheckpointFiles() {
                                                   "tokenizer.json", "tokenizer_config.json",
                                                   "chat_template.jinja"};
   return kFiles;
+}
+
+Status AddCheckpointFiles(PackWriter& writer, const std::string& dir, int* sections) {
+  for (const std::string& name : PackedCheckpointFiles()) {
+    if (!FileExists(dir + "/" + name)) continue;
+    G4_ASSIGN_OR_RETURN(std::string text, ReadFileToString(dir + "/" + name));
+    G4_RETURN_IF_ERROR(writer.AddText("file/" + name, text));
+    ++*sections;
+  }
+  return OkStatus();
 }
 
 std::string RankPrefix(int rank) { return "rank" + std::to_string(rank) + "/"; }

@@ -25,11 +25,11 @@
 // norm vectors are copied.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "io/pack.h"
 #include "model/plan.h"
 #include "model/tensor_table.h"
 #include "model/weights.h"
@@ -38,6 +38,9 @@ namespace g4 {
 
 // The checkpoint's own files an artifact carries (file/<name>), those present.
 const std::vector<std::string>& PackedCheckpointFiles();
+
+// Writes those of DIR's files as file/<name> sections, counting them into *sections.
+Status AddCheckpointFiles(PackWriter& writer, const std::string& dir, int* sections);
 
 // "rank3/": the prefix of rank 3's sections.
 std::string RankPrefix(int rank);

@@ -77,12 +77,7 @@ Status PackModel(const std::string& dir, const std::string& out, const PackModel
   if (!write.pool) write.pool = &own_pool;
   G4_ASSIGN_OR_RETURN(auto writer, PackWriter::Create(out, write));
   int sections = 0;
-  for (const std::string& name : PackedCheckpointFiles()) {
-    if (!FileExists(dir + "/" + name)) continue;
-    G4_ASSIGN_OR_RETURN(std::string text, ReadFileToString(dir + "/" + name));
-    G4_RETURN_IF_ERROR(writer->AddText("file/" + name, text));
-    ++sections;
-  }
+  G4_RETURN_IF_ERROR(AddCheckpointFiles(*writer, dir, &sections));
   nlohmann::json meta = {{"format_version", kPackFormatVersion},
                          {"quant", WeightTypeName(options.quant)},
                          {"tp", tp},
