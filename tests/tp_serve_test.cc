@@ -176,7 +176,7 @@ TEST_P(TensorParallelServe, SchedulerOverRanksMatchesOneRank) {
     auto model = (*leader)->Load(dir, mo);
     ASSERT_TRUE(model.ok()) << model.status().message();
     const SchedulerOptions so = Options();
-    (*leader)->Start(so.parallel, so.context, so.prefill_chunk);
+    ASSERT_TRUE((*leader)->Start(so.parallel, so.context, so.prefill_chunk).ok());
     const std::vector<Seq> many = Serve(**model, leader->get(), 3, make);
     (*leader)->Stop();  // returns once every follower thread has left its loop
     ASSERT_EQ(many.size(), one.size());
@@ -222,6 +222,24 @@ TEST(TensorParallelServeFailures, StopBeforeStartEndsTheFollowers) {
   ASSERT_TRUE(model.ok()) << model.status().message();
   (*leader)->Stop();
   (*leader)->Stop();  // idempotent
+}
+
+// Drafting in lockstep (an assistant that reads split KV heads): a follower that cannot load the
+// assistant makes Start fail with the reason, and every rank still stops.
+TEST(TensorParallelServeFailures, AFollowerWithoutTheAssistantFailsTheStart) {
+  const std::string dir = TinyCheckpoint("e4b", {.vocab = kVocab});
+  auto leader = TensorParallelLeader::Create(2);
+  ASSERT_TRUE(leader.ok());
+  ModelOptions mo;
+  mo.threads = 1;
+  auto model = (*leader)->Load(dir, mo, LockstepDraft{"/nonexistent/assistant"});
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  const Status started = (*leader)->Start(2, 64, 8, KvType::kF32, /*draft_in_lockstep=*/true);
+  EXPECT_FALSE(started.ok());
+  EXPECT_NE(started.message().find("1 follower rank(s) could not load the assistant"),
+            std::string::npos)
+      << started.message();
+  (*leader)->Stop();
 }
 
 TEST(TensorParallelServeFailures, OneRankIsNotTensorParallel) {

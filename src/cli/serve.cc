@@ -149,7 +149,7 @@ int RunServe(int argc, char** argv) {
   if (!IsOutputProcess()) {
     ModelOptions mo;
     mo.threads = m.threads;
-    return RunServeFollower(m.model_dir, mo);
+    return RunServeFollower(m.model_dir, mo, FollowerDraft(m.spec));
   }
   const int rc = Serve(m, o);
   // Followers may still wait for this rank in a collective (it failed before or while loading):

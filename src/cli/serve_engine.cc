@@ -4,12 +4,12 @@
 
 #include "io/pack.h"
 #include "kernels/weight_matrix.h"
+#include "model/assistant.h"
 #include "model/communicator.h"
 #include "model/forward.h"
 #include "model/loader.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/tp_serve.h"
-#include "model/assistant.h"
 #include "runtime/draft_model_drafter.h"
 #include "runtime/mtp_drafter.h"
 #include "runtime/ngram_drafter.h"
@@ -64,10 +64,14 @@ class LoadedEngine : public ServingEngine {
 // own slot's cache and hidden state; a draft model is loaded once (the target's format and
 // threads) and each slot's drafter keeps its own KV cache of the slot's context. Draft-model
 // drafters draft greedily whatever a request samples with: a deterministic draft's q is one-hot,
-// which speculative sampling allows. Under tensor parallelism the drafters run on rank 0 only
-// (the scheduler's); their rows reach the other ranks with the step.
+// which speculative sampling allows. Under tensor parallelism the drafters run on rank 0 (the
+// scheduler's) and their rows reach the other ranks with the step; an assistant that reads KV
+// heads split over the ranks drafts on every rank in lockstep (*draft_in_lockstep, see
+// parallel/tp_serve.h).
 Status AddDrafters(const SpecFlags& spec, const ModelOptions& load, Model& target,
-                   SchedulerOptions* so, std::unique_ptr<Model>* draft_model) {
+                   SchedulerOptions* so, std::unique_ptr<Model>* draft_model,
+                   bool* draft_in_lockstep) {
+  *draft_in_lockstep = false;
   if (!spec.enabled()) return OkStatus();
   G4_RETURN_IF_ERROR(CheckSpecFlags(spec));
   so->draft_max = spec.draft_max;
@@ -80,15 +84,10 @@ Status AddDrafters(const SpecFlags& spec, const ModelOptions& load, Model& targe
     return OkStatus();
   }
   if (spec.spec == "mtp") {
-    // Under --tp the assistant drafts on rank 0 alone (the followers only run the steps), from
-    // rank 0's cache: a target whose K/V heads are split over the ranks is refused by Load.
-    Result<std::unique_ptr<Assistant>> assistant_or =
-        Assistant::Load(spec.draft, target, nullptr, DraftQuant(spec));
-    if (!assistant_or.ok() && target.communicator())
-      return Status::Errorf("--spec mtp with --tp: ", assistant_or.status().message(),
-                            "; g4 serve drafts on rank 0 alone (g4 run --tp runs the assistant on "
-                            "every rank); --spec ngram and --spec draft serve with --tp");
-    G4_ASSIGN_OR_RETURN(std::unique_ptr<Assistant> loaded, std::move(assistant_or));
+    G4_ASSIGN_OR_RETURN(
+        std::unique_ptr<Assistant> loaded,
+        Assistant::Load(spec.draft, target, target.communicator(), DraftQuant(spec)));
+    *draft_in_lockstep = loaded->splits_kv();
     std::shared_ptr<Assistant> assistant = std::move(loaded);
     so->make_drafter = [assistant](int) { return std::make_unique<MtpDrafter>(assistant); };
     return OkStatus();
@@ -109,6 +108,11 @@ Status AddDrafters(const SpecFlags& spec, const ModelOptions& load, Model& targe
 
 }  // namespace
 
+LockstepDraft FollowerDraft(const SpecFlags& spec) {
+  if (spec.spec != "mtp") return {};
+  return LockstepDraft{spec.draft, DraftQuant(spec)};
+}
+
 Result<std::unique_ptr<ServingEngine>> LoadServingEngine(const ServeModelOptions& model,
                                                          const SchedulerOptions& scheduler_options) {
   auto engine = std::make_unique<LoadedEngine>();
@@ -118,7 +122,8 @@ Result<std::unique_ptr<ServingEngine>> LoadServingEngine(const ServeModelOptions
     return Status::Errorf("unknown weight format '", model.quant, "' (bf16, q8, q4)");
   if (model.tp > 1 || LaunchedByMpi()) {
     G4_ASSIGN_OR_RETURN(engine->tp_, TensorParallelLeader::Create(model.tp));
-    G4_ASSIGN_OR_RETURN(engine->model_, engine->tp_->Load(model.model_dir, mo));
+    G4_ASSIGN_OR_RETURN(engine->model_,
+                        engine->tp_->Load(model.model_dir, mo, FollowerDraft(model.spec)));
   } else {
     G4_ASSIGN_OR_RETURN(engine->model_, LoadModel(model.model_dir, mo));
   }
@@ -138,8 +143,12 @@ Result<std::unique_ptr<ServingEngine>> LoadServingEngine(const ServeModelOptions
   info.generation = plan.config.generation;
   SchedulerOptions so = scheduler_options;
   // Before the followers allocate their caches: drafting may raise the rows per call.
-  G4_RETURN_IF_ERROR(AddDrafters(model.spec, mo, *engine->model_, &so, &engine->draft_model_));
-  if (engine->tp_) engine->tp_->Start(so.parallel, so.context, so.prefill_chunk, so.kv_type);
+  bool draft_in_lockstep = false;
+  G4_RETURN_IF_ERROR(
+      AddDrafters(model.spec, mo, *engine->model_, &so, &engine->draft_model_, &draft_in_lockstep));
+  if (engine->tp_)
+    G4_RETURN_IF_ERROR(engine->tp_->Start(so.parallel, so.context, so.prefill_chunk, so.kv_type,
+                                          draft_in_lockstep));
   if (model.spec.enabled())
     ServerLog(Str(
         "speculative decoding: ", model.spec.spec,

@@ -8,6 +8,7 @@
 
 #include "base/status.h"
 #include "cli/spec_flags.h"
+#include "parallel/tp_serve.h"
 #include "runtime/serving_engine.h"
 
 namespace g4::cli {
@@ -20,10 +21,14 @@ struct ServeModelOptions {
   // this process is rank 0 of the world (of this size) and the others follow (parallel/tp_serve.h).
   int tp = 1;
   std::string kv_type = "f32";  // the slots' KV cache format (--kv-type, kernels/kv_format.h)
-  // Speculative decoding per slot (--spec, --draft, --draft-max, ...; the drafters run on rank 0;
-  // mtp not under tensor parallelism).
+  // Speculative decoding per slot (--spec, --draft, --draft-max, ...; the drafters run on rank 0,
+  // an assistant that reads split KV heads on every rank in lockstep).
   SpecFlags spec;
 };
+
+// What a follower rank loads if rank 0's assistant drafts in lockstep: --spec mtp's --draft and
+// --draft-quant (nothing for the other drafters).
+LockstepDraft FollowerDraft(const SpecFlags& spec);
 
 // Loads everything the server needs and starts the scheduler (and the tensor-parallel followers)
 // with `scheduler_options`. The one place `g4 serve` loads a model.

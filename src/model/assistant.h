@@ -42,6 +42,8 @@ class Assistant {
                                                  WeightType quant = WeightType::kBF16);
 
   const AssistantPlan& plan() const { return plan_; }
+  // Some layer reads KV heads spread over the lockstep ranks: every rank must call Draft.
+  bool splits_kv() const { return splits_kv_; }
 
   // One step: the token `token` at position `pos` (not yet in `cache`, which holds [0, pos)),
   // with input hidden h [Hb]. Writes the logits [vocab] (centroid head: the candidates' logits,

@@ -13,25 +13,37 @@ namespace g4 {
 
 namespace {
 
-enum MessageKind : int32_t { kStart = 1, kStep = 2, kStop = 3 };
+enum MessageKind : int32_t { kStart = 1, kStep = 2, kStop = 3, kDraft = 4 };
 
 // Fixed size, so the followers know how much to receive before they know what comes.
 struct Header {
   int32_t kind = 0;
-  int32_t a = 0, b = 0, c = 0;  // start: slots, context, chunk; step: rows
+  int32_t a = 0, b = 0, c = 0;  // start: slots, context, chunk; step: rows; draft: slot, token, n
   int32_t d = 0;                // start: the caches' KvType
+  int32_t e = 0;                // start: 1 when the assistant drafts in lockstep
 };
 
-static_assert(std::is_trivially_copyable_v<Header> && std::is_trivially_copyable_v<WireRow>);
+// After a draft header, then the hidden state's floats.
+struct WireDraft {
+  int64_t pos;  // where the slot's cache is (its n_past on rank 0)
+  float min_probability;
+  int32_t hidden;  // floats that follow
+};
+
+static_assert(std::is_trivially_copyable_v<Header> && std::is_trivially_copyable_v<WireRow> &&
+              std::is_trivially_copyable_v<WireDraft>);
 
 // Largest slot layout a start message may ask for (the server's own limits are smaller).
 constexpr int kMaxSlots = 4096;
 
 }  // namespace
 
-Status FollowSteps(Model& model, Communicator* comm) {
+Status FollowSteps(Model& model, Communicator* comm, const LockstepDraft& draft) {
   const ModelPlan& plan = model.plan();
   std::vector<std::unique_ptr<KvCache>> caches;
+  std::unique_ptr<Assistant> assistant;  // when rank 0 drafts in lockstep
+  std::vector<float> hidden;
+  std::vector<int> drafted;
   std::vector<WireRow> wire;
   std::vector<BatchRow> rows;
   std::vector<char> seen;
@@ -48,6 +60,40 @@ Status FollowSteps(Model& model, Communicator* comm) {
                               ", context ", h.b, ", chunk ", h.c, ")");
       caches.clear();
       for (int i = 0; i < h.a; ++i) caches.push_back(std::make_unique<KvCache>(plan, h.b, h.c, static_cast<KvType>(h.d)));
+      if (h.e) {
+        // Rank 0 loaded the same file before it sent this; every rank reports how its load went
+        // (a follower that failed goes on following, so rank 0's stop still reaches it).
+        std::string error;
+        if (draft.path.empty()) {
+          error = "no assistant to draft with";
+        } else {
+          auto loaded = Assistant::Load(draft.path, model, comm, draft.quant);
+          if (loaded.ok())
+            assistant = std::move(*loaded);
+          else
+            error = loaded.status().message();
+        }
+        if (!error.empty())
+          std::fprintf(stderr, "g4 serve: rank %d: the assistant: %s\n", comm->rank(),
+                       error.c_str());
+        float failed = error.empty() ? 0.0f : 1.0f;
+        comm->AllReduceSum(&failed, 1);
+      }
+      continue;
+    }
+    if (h.kind == kDraft) {
+      WireDraft w;
+      comm->Broadcast(&w, sizeof w, 0);
+      if (!assistant || h.a < 0 || static_cast<size_t>(h.a) >= caches.size() ||
+          w.hidden != plan.hidden || h.c < 1)
+        return Status::Errorf("tensor-parallel follower: bad draft message (slot ", h.a, ", ", h.c,
+                              " tokens, hidden ", w.hidden, ")");
+      hidden.resize(static_cast<size_t>(w.hidden));
+      comm->Broadcast(hidden.data(), hidden.size() * sizeof(float), 0);
+      KvCache* cache = caches[h.a].get();
+      cache->set_n_past(w.pos);  // as rank 0's, which may have rolled back since the last step
+      // Rank 0 keeps its own tokens; the collectives inside pair up with its Draft.
+      (void)assistant->Draft(*cache, h.b, w.pos, hidden.data(), h.c, &drafted, w.min_probability);
       continue;
     }
     if (h.kind != kStep || h.a < 1)
@@ -96,25 +142,49 @@ Result<std::unique_ptr<TensorParallelLeader>> TensorParallelLeader::Create(int t
 TensorParallelLeader::~TensorParallelLeader() { Stop(); }
 
 Result<std::unique_ptr<Model>> TensorParallelLeader::Load(const std::string& dir,
-                                                          const ModelOptions& options) {
+                                                          const ModelOptions& options,
+                                                          const LockstepDraft& draft) {
   if (group_ && followers_.empty()) {
     for (int r = 1; r < group_->size(); ++r)
-      followers_.emplace_back([this, r, dir, options] {
+      followers_.emplace_back([this, r, dir, options, draft] {
         std::unique_ptr<Communicator> comm = group_->Rank(r);
         auto model = LoadModel(dir, options.OnRanks(comm.get()));
         if (!model.ok()) return;  // every rank failed; rank 0 reports it
-        Status st = FollowSteps(**model, comm.get());
+        Status st = FollowSteps(**model, comm.get(), draft);
         if (!st.ok()) std::fprintf(stderr, "g4 serve: rank %d: %s\n", r, st.message().c_str());
       });
   }
   auto model = LoadModel(dir, options.OnRanks(comm_));
   following_ = model.ok();
+  if (model.ok()) hidden_ = (*model)->plan().hidden;
   return model;
 }
 
-void TensorParallelLeader::Start(int slots, int context, int chunk, KvType kv_type) {
-  Header h{kStart, slots, context, chunk, static_cast<int32_t>(kv_type)};
+Status TensorParallelLeader::Start(int slots, int context, int chunk, KvType kv_type,
+                                   bool draft_in_lockstep) {
+  Header h{kStart, slots, context, chunk, static_cast<int32_t>(kv_type), draft_in_lockstep ? 1 : 0};
   comm_->BroadcastIdle(&h, sizeof h, 0);
+  if (!draft_in_lockstep) return OkStatus();
+  float failed = 0;
+  comm_->AllReduceSum(&failed, 1);
+  if (failed > 0)
+    return Status::Errorf("--spec mtp with --tp: ", static_cast<int>(failed),
+                          " follower rank(s) could not load the assistant (their messages above)");
+  draft_in_lockstep_ = true;
+  return OkStatus();
+}
+
+// Mirrors MtpDrafter::Propose: it drafts exactly when it is given all of these.
+void TensorParallelLeader::BeforePropose(int slot, const DraftRequest& request) {
+  if (!draft_in_lockstep_ || request.max_tokens <= 0 || !request.target_cache ||
+      !request.target_hidden || !request.context || request.context->empty())
+    return;
+  Header h{kDraft, slot, request.context->back(), request.max_tokens, 0, 0};
+  comm_->BroadcastIdle(&h, sizeof h, 0);
+  WireDraft w{request.target_cache->n_past(), request.min_probability, hidden_};
+  comm_->Broadcast(&w, sizeof w, 0);
+  // Broadcast's root only sends: the hidden state is not written.
+  comm_->Broadcast(const_cast<float*>(request.target_hidden), sizeof(float) * hidden_, 0);
 }
 
 void TensorParallelLeader::BeforeForward(const std::vector<BatchRow>& rows,
@@ -138,11 +208,12 @@ void TensorParallelLeader::Stop() {
   followers_.clear();
 }
 
-int RunServeFollower(const std::string& dir, const ModelOptions& options) {
+int RunServeFollower(const std::string& dir, const ModelOptions& options,
+                     const LockstepDraft& draft) {
   Status st = RunTensorParallel(0, [&](Communicator* comm) -> Status {
     auto model = LoadModel(dir, options.OnRanks(comm));
     if (!model.ok()) return OkStatus();  // every rank failed together; rank 0 reports and exits 1
-    return FollowSteps(**model, comm);
+    return FollowSteps(**model, comm, draft);
   });
   if (st.ok()) return 0;
   std::fprintf(stderr, "g4 serve: %s\n", st.message().c_str());

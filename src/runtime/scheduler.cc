@@ -307,6 +307,7 @@ void Scheduler::ProposeDrafts() {
       request.min_probability = options_.draft_p_min;
       request.target_cache = &slot.cache;
       if (!slot.last_hidden.empty()) request.target_hidden = slot.last_hidden.data();
+      if (listener_) listener_->BeforePropose(slot.index, request);
       st = slot.drafter->Propose(request, &slot.draft);
     }
     spec_draft_ns_.fetch_add(static_cast<uint64_t>(

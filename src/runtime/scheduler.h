@@ -157,6 +157,9 @@ class StepListener {
   virtual ~StepListener() = default;
   virtual void BeforeForward(const std::vector<BatchRow>& rows,
                              const std::vector<int>& row_slots) = 0;
+  // Sees each call of a slot's drafter before it proposes. Tensor-parallel serving sends it on
+  // when the assistant drafts on every rank in lockstep (its KV heads are split over them).
+  virtual void BeforePropose(int /*slot*/, const DraftRequest& /*request*/) {}
 };
 
 class Scheduler {
