@@ -106,7 +106,7 @@ void ReadAssistant(const std::string& path) {
     return;
   }
   for (const g4::AssistantTensor& t : g4::AssistantTensors(*config)) {
-    auto w = g4::ReadPackedAssistantWeight(**pack, t, *config);
+    auto w = g4::ReadPackedAssistantWeight(**pack, t, *config, *quant);
     if (!w.ok()) {
       Check(!w.status().message().empty(), "a refused assistant tensor says why");
       return;

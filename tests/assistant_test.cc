@@ -564,6 +564,35 @@ TEST(Assistant, ADamagedArtifactIsRefusedByItsSection) {
   EXPECT_FALSE(PackAssistant(artifact, artifact + ".again", WeightType::kQ8, 1).ok());
 }
 
+// An artifact's format is binding: the same q8 sections under a meta that says q4 (a foreign or
+// hand-edited file, checksums intact) are refused at the first quantized matrix, by name.
+TEST(Assistant, AnArtifactWhoseSectionsAreNotItsFormatIsRefused) {
+  const std::string dir = TinyAssistant("e2b", "mixed");
+  ASSERT_FALSE(dir.empty());
+  const std::string tmp = TestTempDir("assistant-mixed");
+  const std::string q8 = tmp + "/q8.g4pack", relabelled = tmp + "/relabelled.g4pack";
+  ASSERT_TRUE(PackAssistant(dir, q8, WeightType::kQ8, 1).ok());
+  {
+    auto pack = PackFile::Open(q8);
+    ASSERT_TRUE(pack.ok());
+    auto writer = PackWriter::Create(relabelled);
+    ASSERT_TRUE(writer.ok());
+    for (const PackSection& s : (*pack)->sections())
+      ASSERT_TRUE((*writer)->Add(s.name, s.data, s.bytes, s.meta).ok());
+    nlohmann::json meta = (*pack)->meta();
+    meta["quant"] = "q4";
+    ASSERT_TRUE((*writer)->Commit(meta).ok());
+  }
+  Prefilled target = PrefillTinyTarget("e2b");
+  ASSERT_TRUE(target.model);
+  ASSERT_TRUE(Assistant::Load(q8, *target.model).ok());
+  auto a = Assistant::Load(relabelled, *target.model);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find(": q8 in a q4 artifact, which holds this tensor as q4"),
+            std::string::npos)
+      << a.status().message();
+}
+
 // Under tensor parallelism each rank's cache holds its share of the KV heads. With the rank group
 // as lockstep, each rank attends with the queries of the heads it holds and the outputs are
 // summed: the step must be the one-process step (up to the order in which the attention's

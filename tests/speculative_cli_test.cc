@@ -134,6 +134,16 @@ TEST(SpeculativeCli, ClearErrors) {
   EXPECT_NE(pack.exit_code, 0);
   EXPECT_NE(pack.output.find("an assistant artifact holds one rank"), std::string::npos)
       << pack.output;
+  // An assistant given as the model (it has no tokenizer) is told where it goes.
+  for (const char* command : {"run --prompt hi -n 1", "chat"}) {
+    const G4RunResult run = RunG4(std::string(command) + " --model " + assistant);
+    EXPECT_NE(run.exit_code, 0) << command;
+    EXPECT_NE(run.output.find("is an assistant drafter, not a model to run on its own: pass it as "
+                              "--spec mtp --draft"),
+              std::string::npos)
+        << command << "\n"
+        << run.output;
+  }
 }
 
 TEST(SpeculativeCli, BenchJsonHasTheVerifyCostAndCounters) {

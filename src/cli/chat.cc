@@ -13,6 +13,7 @@
 #include "cli/sampling_flags.h"
 #include "cli/spec_flags.h"
 #include "io/pack.h"
+#include "model/architecture.h"
 #include "model/forward.h"
 #include "model/loader.h"
 #include "runtime/generate.h"
@@ -101,6 +102,9 @@ int RunChat(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (Status st = CheckSpecFlags(spec); !st.ok()) return Fail("chat", st);
 
+  // The config first: it says what MODEL is (an assistant drafter, say) before a missing
+  // tokenizer would.
+  if (auto config = LoadModelConfig(model_dir); !config.ok()) return Fail("chat", config.status());
   auto tokenizer = LoadModelTokenizer(model_dir);
   if (!tokenizer.ok()) return Fail("chat", tokenizer.status());
   ModelOptions options;

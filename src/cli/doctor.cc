@@ -121,12 +121,6 @@ void CheckTokenizer(const std::string& dir, const ModelPlan* plan, Report& r) {
 
 // --- tensors -----------------------------------------------------------------------------------
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  TensorView v;
-  v.shape = shape;
-  return v.ShapeString();
-}
-
 std::string ListSome(const std::vector<std::string>& names, size_t n = 4) {
   std::string s;
   for (size_t i = 0; i < names.size() && i < n; ++i) s += (i ? ", " : "") + names[i];

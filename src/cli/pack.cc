@@ -35,11 +35,14 @@ int RunPack(int argc, char** argv) {
                                         "rank of a tensor-parallel target loads it whole"));
     WeightType assistant_quant;
     ParseWeightType(quant, &assistant_quant);
-    PackAssistantStats stats;
+    PackModelStats stats;
     Status st = PackAssistant(model_dir, out, assistant_quant, threads, &stats);
     if (!st.ok()) return Fail("pack", st);
-    std::fprintf(stderr, "g4 pack: wrote assistant %s (%s, %d sections, %.1f MB) in %.2f s\n",
-                 out.c_str(), quant.c_str(), stats.sections, stats.bytes / 1e6, stats.seconds);
+    std::fprintf(stderr,
+                 "g4 pack: wrote assistant %s (%s, %d sections, %.1f MB): load+convert %.2f s, "
+                 "write+checksum %.2f s\n",
+                 out.c_str(), quant.c_str(), stats.sections, stats.bytes / 1e6, stats.load_seconds,
+                 stats.write_seconds);
     return 0;
   }
   PackModelOptions options;

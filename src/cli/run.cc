@@ -9,6 +9,7 @@
 #include "cli/sampling_flags.h"
 #include "cli/spec_flags.h"
 #include "cli/tensor_parallel_command.h"
+#include "model/architecture.h"
 #include "model/forward.h"
 #include "model/loader.h"
 #include "runtime/generate.h"
@@ -50,7 +51,10 @@ int RunRun(int argc, char** argv) {
   chunk = ChunkFor(spec, chunk);
 
   if (n < 0) return Fail("run", Status::Error("-n must be >= 0"));
-  // The tokenizer is checked at load: a missing one is an error now, not garbage later.
+  // The config first: it says what MODEL is (an assistant drafter, say) before a missing
+  // tokenizer would. The tokenizer is checked at load: a missing one is an error now, not
+  // garbage later.
+  if (auto config = LoadModelConfig(model_dir); !config.ok()) return Fail("run", config.status());
   auto tokenizer = LoadModelTokenizer(model_dir);
   if (!tokenizer.ok()) return Fail("run", tokenizer.status());
   Result<std::vector<int>> prompt = std::vector<int>{};

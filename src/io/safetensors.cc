@@ -67,7 +67,9 @@ int64_t TensorView::numel() const {
   return n;
 }
 
-std::string TensorView::ShapeString() const {
+std::string TensorView::ShapeString() const { return g4::ShapeString(shape); }
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";

@@ -33,10 +33,13 @@ struct TensorView {
   const std::string* file = nullptr;  // path of the file holding it
 
   int64_t numel() const;
-  std::string ShapeString() const;  // "[262144, 1536]"
+  std::string ShapeString() const;  // ShapeString(shape)
   // Element i converted to float (any float dtype); for sampling values in checks.
   double ValueAt(int64_t i) const;
 };
+
+// "[262144, 1536]", for messages.
+std::string ShapeString(const std::vector<int64_t>& shape);
 
 class SafetensorsFile {
  public:

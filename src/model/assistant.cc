@@ -74,7 +74,7 @@ Status Assistant::Bind(const std::string& path, WeightType quant) {
                             "` on the assistant's checkpoint (or drop --draft-quant)");
     G4_RETURN_IF_ERROR(pack->VerifyAll(&target_.pool()));
     for (const AssistantTensor& t : AssistantTensors(p.config)) {
-      G4_ASSIGN_OR_RETURN(AssistantWeight w, ReadPackedAssistantWeight(*pack, t, p.config));
+      G4_ASSIGN_OR_RETURN(AssistantWeight w, ReadPackedAssistantWeight(*pack, t, p.config, packed));
       G4_RETURN_IF_ERROR(Install(t, std::move(w)));
     }
   } else {

@@ -12,12 +12,6 @@ namespace {
 constexpr char kSectionPrefix[] = "assistant/";
 constexpr char kArtifactKind[] = "assistant";
 
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 int64_t Numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -42,7 +36,7 @@ Result<AssistantWeight> ReadAssistantWeight(const TensorStore& store, const Assi
   if (!v) return Status::Errorf(where, ": assistant tensor ", t.name, " is missing");
   if (v->shape != t.shape)
     return Status::Errorf(where, ": ", t.name, " has shape ", v->ShapeString(), ", expected ",
-                          ShapeText(t.shape));
+                          ShapeString(t.shape));
   const int64_t n = v->numel();
   AssistantWeight w;
   if (t.kind == AssistantTensorKind::kOrdering) {
@@ -104,7 +98,8 @@ Result<WeightType> PackedAssistantQuant(const PackFile& pack) {
 }
 
 Result<AssistantWeight> ReadPackedAssistantWeight(const PackFile& pack, const AssistantTensor& t,
-                                                  const AssistantConfig& config) {
+                                                  const AssistantConfig& config,
+                                                  WeightType packed) {
   const std::string name = kSectionPrefix + t.name;
   const PackSection* s = pack.Find(name);
   if (!s) return Status::Errorf(pack.path(), ": section ", name, " is missing");
@@ -136,11 +131,14 @@ Result<AssistantWeight> ReadPackedAssistantWeight(const PackFile& pack, const As
       MetaInt(meta, "cols", -1) != cols)
     return Status::Errorf(where, ": expected a ", rows, " x ", cols, " matrix (meta ", meta.dump(),
                           ")");
-  // Quantized only where a checkpoint load would quantize it; anything else is a foreign file.
-  if ((w.type == WeightType::kQ8 || w.type == WeightType::kQ4) &&
-      (!t.quantizable || !WeightTypeFits(w.type, cols)))
-    return Status::Errorf(where, ": ", WeightTypeName(w.type),
-                          " is not a format this tensor takes");
+  // Quantized exactly where packing (or a checkpoint load) at the artifact's format quantizes;
+  // anything else is a foreign file.
+  const bool quantized =
+      packed != WeightType::kBF16 && t.quantizable && WeightTypeFits(packed, cols);
+  if (quantized ? w.type != packed : (w.type == WeightType::kQ8 || w.type == WeightType::kQ4))
+    return Status::Errorf(where, ": ", WeightTypeName(w.type), " in a ", WeightTypeName(packed),
+                          " artifact, which holds this tensor as ",
+                          quantized ? WeightTypeName(packed) : "bf16 or f32");
   if (s->bytes != WeightBytes(w.type, rows, cols))
     return Status::Errorf(where, ": ", s->bytes, " bytes, expected ",
                           WeightBytes(w.type, rows, cols), " for ", WeightTypeName(w.type));
@@ -149,8 +147,10 @@ Result<AssistantWeight> ReadPackedAssistantWeight(const PackFile& pack, const As
 }
 
 Status PackAssistant(const std::string& dir, const std::string& out, WeightType quant, int threads,
-                     PackAssistantStats* stats) {
-  const auto start = std::chrono::steady_clock::now();
+                     PackModelStats* stats) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  Clock::duration reading{};
   if (IsPackFile(dir))
     return Status::Errorf(dir, " is already a packed artifact; pack a Hugging Face directory");
   if (quant != WeightType::kBF16 && quant != WeightType::kQ8 && quant != WeightType::kQ4)
@@ -163,8 +163,10 @@ Status PackAssistant(const std::string& dir, const std::string& out, WeightType 
   G4_RETURN_IF_ERROR(AddCheckpointFiles(*writer, dir, &sections));
   // One tensor at a time: peak memory is the largest one (the 12B's dense head).
   for (const AssistantTensor& t : AssistantTensors(config)) {
+    const auto read_start = Clock::now();
     G4_ASSIGN_OR_RETURN(AssistantWeight w,
                         ReadAssistantWeight(*store, t, config, quant, &pool, dir));
+    reading += Clock::now() - read_start;
     const std::string name = kSectionPrefix + t.name;
     Status st;
     if (t.kind == AssistantTensorKind::kOrdering) {
@@ -190,8 +192,9 @@ Status PackAssistant(const std::string& dir, const std::string& out, WeightType 
                                      {"tp", 1},
                                      {"source", dir}}));
   if (stats) {
-    stats->seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double total = std::chrono::duration<double>(Clock::now() - start).count();
+    stats->load_seconds = std::chrono::duration<double>(reading).count();
+    stats->write_seconds = total - stats->load_seconds;
     stats->bytes = writer->bytes_written();
     stats->sections = sections;
   }

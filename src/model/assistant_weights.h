@@ -25,6 +25,7 @@
 #include "io/safetensors.h"
 #include "kernels/weight_matrix.h"
 #include "model/arch/gemma4_assistant.h"
+#include "model/pack_writer.h"
 
 namespace g4 {
 
@@ -43,23 +44,19 @@ Result<AssistantWeight> ReadAssistantWeight(const TensorStore& store, const Assi
                                             const AssistantConfig& config, WeightType quant,
                                             ThreadPool* pool, const std::string& where);
 
-// Tensor `t` of an assistant artifact (sections already verified), its meta checked against the
-// table: a section of the wrong kind, shape, format or size is refused by name.
+// Tensor `t` of an assistant artifact (sections already verified) whose meta says `packed`
+// (PackedAssistantQuant), its meta checked against the table: a section of the wrong kind,
+// shape, format or size is refused by name. The format is binding: a matrix is q8/q4 exactly
+// where `g4 pack --quant packed` quantizes it.
 Result<AssistantWeight> ReadPackedAssistantWeight(const PackFile& pack, const AssistantTensor& t,
-                                                  const AssistantConfig& config);
+                                                  const AssistantConfig& config, WeightType packed);
 
 // The artifact's weight format (meta "quant"), checked: an assistant artifact, one rank.
 Result<WeightType> PackedAssistantQuant(const PackFile& pack);
 
-struct PackAssistantStats {
-  double seconds = 0;
-  uint64_t bytes = 0;
-  int sections = 0;
-};
-
 // `g4 pack` of an assistant checkpoint DIR: its matrices in `quant` (bf16: as shipped), written
 // atomically to OUT.
 Status PackAssistant(const std::string& dir, const std::string& out, WeightType quant, int threads,
-                     PackAssistantStats* stats = nullptr);
+                     PackModelStats* stats = nullptr);
 
 }  // namespace g4
