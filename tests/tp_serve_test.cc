@@ -211,35 +211,41 @@ TEST(TensorParallelServeFailures, FailedLoadEndsEveryRank) {
   (*leader)->Stop();
 }
 
-// Rank 0 failing after the load (say its tokenizer is broken) says stop before any start.
-TEST(TensorParallelServeFailures, StopBeforeStartEndsTheFollowers) {
-  const std::string dir = TinyCheckpoint("e4b", {.vocab = kVocab});
+// The tiny E4B (its KV heads split) loaded over two in-process ranks, one thread each; `leader`
+// is null if that failed.
+struct TwoRanks {
+  std::unique_ptr<TensorParallelLeader> leader;
+  std::unique_ptr<Model> model;  // rank 0's share
+};
+TwoRanks LoadE4bOverTwoRanks(const LockstepDraft& draft = {}) {
   auto leader = TensorParallelLeader::Create(2);
-  ASSERT_TRUE(leader.ok());
+  if (!leader.ok()) return {};
   ModelOptions mo;
   mo.threads = 1;
-  auto model = (*leader)->Load(dir, mo);
-  ASSERT_TRUE(model.ok()) << model.status().message();
-  (*leader)->Stop();
-  (*leader)->Stop();  // idempotent
+  auto model = (*leader)->Load(TinyCheckpoint("e4b", {.vocab = kVocab}), mo, draft);
+  if (!model.ok()) return {};
+  return {std::move(*leader), std::move(*model)};
+}
+
+// Rank 0 failing after the load (say its tokenizer is broken) says stop before any start.
+TEST(TensorParallelServeFailures, StopBeforeStartEndsTheFollowers) {
+  TwoRanks ranks = LoadE4bOverTwoRanks();
+  ASSERT_TRUE(ranks.leader);
+  ranks.leader->Stop();
+  ranks.leader->Stop();  // idempotent
 }
 
 // Drafting in lockstep (an assistant that reads split KV heads): a follower that cannot load the
 // assistant makes Start fail with the reason, and every rank still stops.
 TEST(TensorParallelServeFailures, AFollowerWithoutTheAssistantFailsTheStart) {
-  const std::string dir = TinyCheckpoint("e4b", {.vocab = kVocab});
-  auto leader = TensorParallelLeader::Create(2);
-  ASSERT_TRUE(leader.ok());
-  ModelOptions mo;
-  mo.threads = 1;
-  auto model = (*leader)->Load(dir, mo, LockstepDraft{"/nonexistent/assistant"});
-  ASSERT_TRUE(model.ok()) << model.status().message();
-  const Status started = (*leader)->Start(2, 64, 8, KvType::kF32, /*draft_in_lockstep=*/true);
+  TwoRanks ranks = LoadE4bOverTwoRanks(LockstepDraft{"/nonexistent/assistant"});
+  ASSERT_TRUE(ranks.leader);
+  const Status started = ranks.leader->Start(2, 64, 8, KvType::kF32, /*draft_in_lockstep=*/true);
   EXPECT_FALSE(started.ok());
   EXPECT_NE(started.message().find("1 follower rank(s) could not load the assistant"),
             std::string::npos)
       << started.message();
-  (*leader)->Stop();
+  ranks.leader->Stop();
 }
 
 TEST(TensorParallelServeFailures, OneRankIsNotTensorParallel) {
