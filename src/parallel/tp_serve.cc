@@ -8,6 +8,7 @@
 #include "model/loader.h"
 #include "parallel/mpi_communicator.h"
 #include "parallel/tensor_parallel.h"
+#include "runtime/mtp_drafter.h"
 
 namespace g4 {
 
@@ -174,11 +175,8 @@ Status TensorParallelLeader::Start(int slots, int context, int chunk, KvType kv_
   return OkStatus();
 }
 
-// Mirrors MtpDrafter::Propose: it drafts exactly when it is given all of these.
 void TensorParallelLeader::BeforePropose(int slot, const DraftRequest& request) {
-  if (!draft_in_lockstep_ || request.max_tokens <= 0 || !request.target_cache ||
-      !request.target_hidden || !request.context || request.context->empty())
-    return;
+  if (!draft_in_lockstep_ || !MtpDrafter::WillDraft(request)) return;
   Header h{kDraft, slot, request.context->back(), request.max_tokens, 0, 0};
   comm_->BroadcastIdle(&h, sizeof h, 0);
   WireDraft w{request.target_cache->n_past(), request.min_probability, hidden_};

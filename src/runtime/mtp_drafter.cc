@@ -2,10 +2,21 @@
 
 namespace g4 {
 
+namespace {
+
+bool HasTargetState(const DraftRequest& request) {
+  return request.target_cache && request.target_hidden && request.context && !request.context->empty();
+}
+
+}  // namespace
+
+bool MtpDrafter::WillDraft(const DraftRequest& request) {
+  return request.max_tokens > 0 && HasTargetState(request);
+}
+
 Status MtpDrafter::Propose(const DraftRequest& request, Draft* draft) {
   draft->Clear();
-  if (!request.target_cache || !request.target_hidden || !request.context ||
-      request.context->empty())
+  if (!HasTargetState(request))
     return Status::Error("the mtp drafter needs the target's cache, hidden state and context");
   if (request.max_tokens <= 0) return OkStatus();
   return assistant_->Draft(*request.target_cache, request.context->back(),

@@ -19,6 +19,9 @@ class MtpDrafter : public Drafter {
   // Drafts request.max_tokens tokens after context.back(), which the target's cache does not
   // hold yet (it holds every earlier token); deterministic, so draft->q stays empty.
   Status Propose(const DraftRequest& request, Draft* draft) override;
+  // Whether Propose runs the assistant on this request (it drafts nothing or refuses otherwise);
+  // g4 serve --tp asks it to send the followers exactly the proposals rank 0 drafts.
+  static bool WillDraft(const DraftRequest& request);
   bool wants_target_state() const override { return true; }
 
  private:
