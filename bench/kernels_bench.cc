@@ -45,16 +45,19 @@ Fixture MakeMatrix(WeightType type, int rows, int cols) {
 
 // range(0): weight type, range(1): threads, range(2): MB of weights (600: well past any cache,
 // what decode streams; 8: resident in the last-level cache, so the figure is the kernel's own
-// ceiling: decode can only reach the memory's bandwidth if this is well above it).
+// ceiling: decode can only reach the memory's bandwidth if this is well above it), range(3):
+// activation rows (2: a speculative verify pass of one drafted token, which should cost little
+// more than one row's pass over the same weights).
 void BM_Decode(benchmark::State& state) {
   const WeightType type = static_cast<WeightType>(state.range(0));
   const int cols = 1536;
   const int rows = static_cast<int>(state.range(2) * 1e6 / WeightBytes(type, 1, cols)) / 64 * 64;
   Fixture f = MakeMatrix(type, rows, cols);
   ThreadPool pool(static_cast<int>(state.range(1)));
-  std::vector<float> x(cols, 0.5f), y(rows);
+  const int n = static_cast<int>(state.range(3));
+  std::vector<float> x(static_cast<size_t>(n) * cols, 0.5f), y(static_cast<size_t>(n) * rows);
   for (auto _ : state) {
-    MatMul(f.w, x.data(), 1, y.data(), pool);
+    MatMul(f.w, x.data(), n, y.data(), pool);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * f.w.bytes);
@@ -169,7 +172,7 @@ constexpr int kBf16 = static_cast<int>(WeightType::kBF16), kQ8 = static_cast<int
               kQ4 = static_cast<int>(WeightType::kQ4);
 
 BENCHMARK(BM_Decode)
-    ->ArgsProduct({{kBf16, kQ8, kQ4}, {1, 2}, {600, 8}})
+    ->ArgsProduct({{kBf16, kQ8, kQ4}, {1, 2}, {600, 8}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Prefill)

@@ -258,8 +258,9 @@ inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int 
 // Two row groups (32 rows) at once for C activation rows: each activation broadcast feeds two
 // weight vectors, so per block and activation row 16 vpdpbusd take 8 broadcasts (GroupTile: 8
 // and 8). The integer sums and the float steps per lane are those of GroupTile, in the same
-// order: the results are bit-identical.
-template <bool kIsQ4, int C>
+// order: the results are bit-identical. kPrefetch: two activation rows prefetch the weights as
+// one row does (BatchedPassesPrefetch).
+template <bool kIsQ4, bool kPrefetch, int C>
 inline void GroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
                           int64_t ldy) {
   constexpr int kBlockBytes = kIsQ4 ? 256 : 512;
@@ -279,8 +280,9 @@ inline void GroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, 
     for (int v = 0; v < kBlockBytes / 64; ++v) {
       __m512i lo[2], hi[2];
       for (int g = 0; g < 2; ++g) {
-        const __m512i bytes =
-            _mm512_loadu_si512(wq[g] + static_cast<size_t>(b) * kBlockBytes + 64 * v);
+        const uint8_t* bytes_at = wq[g] + static_cast<size_t>(b) * kBlockBytes + 64 * v;
+        if (kPrefetch && C <= 2) PrefetchAhead<kGroupPrefetchBytes>(bytes_at);
+        const __m512i bytes = _mm512_loadu_si512(bytes_at);
         if constexpr (kIsQ4) {
           lo[g] = _mm512_and_si512(bytes, low_nibbles);
           hi[g] = _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low_nibbles);
@@ -299,6 +301,8 @@ inline void GroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, 
       }
     }
     for (int g = 0; g < 2; ++g) {
+      if (kPrefetch && C <= 2 && b % 2 == 0)
+        PrefetchAhead<kGroupPrefetchBytes>(wd[g] + b * kRowGroup);
       const __m512 dw = _mm512_cvtph_ps(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd[g] + b * kRowGroup)));
       for (int c = 0; c < C; ++c) {
@@ -315,7 +319,7 @@ inline void GroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, 
 
 // The tiles for the shared driver (kernels/cpu/matmul_driver.h): row groups 8 x rows at a time
 // (then 4, 2, 1), row-major tiles 4 x 4.
-template <bool kIsQ4>
+template <bool kIsQ4, bool kPrefetchPairs>
 struct Tiles {
   static constexpr int kTileRows = 4, kTileCols = 4, kGroupCols = 4;
   template <int R, int C>
@@ -337,7 +341,7 @@ struct Tiles {
   template <int C>
   static void RowGroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i,
                                float* y, int64_t ldy) {
-    GroupPairTile<kIsQ4, C>(w, r, x, i, y, ldy);
+    GroupPairTile<kIsQ4, kPrefetchPairs, C>(w, r, x, i, y, ldy);
   }
 };
 
@@ -347,9 +351,12 @@ const CpuKernels* Avx512Kernels() {
   static const CpuKernels k = [] {
     CpuKernels t = *Avx2Kernels();
     t.name = "avx512";
-    t.matmul_q8 = MatMulQuantized<Tiles<false>>;
-    t.matmul_q4 = MatMulQuantized<Tiles<true>>;
-    UseAvx512Bf16MatMul(&t, BatchedBf16PassesPrefetch());
+    const bool prefetch = BatchedPassesPrefetch();
+    t.matmul_q8 =
+        prefetch ? MatMulQuantized<Tiles<false, true>> : MatMulQuantized<Tiles<false, false>>;
+    t.matmul_q4 =
+        prefetch ? MatMulQuantized<Tiles<true, true>> : MatMulQuantized<Tiles<true, false>>;
+    UseAvx512Bf16MatMul(&t, prefetch);
     t.q8_layout = WeightLayout::kRowGroups16;
     t.q4_layout = WeightLayout::kRowGroups16;
     UseAvx512Attention(&t);

@@ -6,7 +6,7 @@
 namespace g4 {
 
 // `prefetch_batch`: passes of 2-8 x rows prefetch their weights as decode's does
-// (BatchedBf16PassesPrefetch).
+// (BatchedPassesPrefetch).
 void UseAvx512Bf16MatMul(CpuKernels* table, bool prefetch_batch);
 
 }  // namespace g4
