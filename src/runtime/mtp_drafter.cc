@@ -5,7 +5,8 @@ namespace g4 {
 namespace {
 
 bool HasTargetState(const DraftRequest& request) {
-  return request.target_cache && request.target_hidden && request.context && !request.context->empty();
+  return request.target_cache && request.target_hidden && request.context &&
+         !request.context->empty();
 }
 
 }  // namespace
