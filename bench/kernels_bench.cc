@@ -46,8 +46,8 @@ Fixture MakeMatrix(WeightType type, int rows, int cols) {
 // range(0): weight type, range(1): threads, range(2): MB of weights (600: well past any cache,
 // what decode streams; 8: resident in the last-level cache, so the figure is the kernel's own
 // ceiling: decode can only reach the memory's bandwidth if this is well above it), range(3):
-// activation rows (2: a speculative verify pass of one drafted token, which should cost little
-// more than one row's pass over the same weights).
+// activation rows (2 or 3: a speculative verify pass of one or two drafted tokens, which should
+// cost little more than one row's pass over the same weights).
 void BM_Decode(benchmark::State& state) {
   const WeightType type = static_cast<WeightType>(state.range(0));
   const int cols = 1536;
@@ -172,7 +172,7 @@ constexpr int kBf16 = static_cast<int>(WeightType::kBF16), kQ8 = static_cast<int
               kQ4 = static_cast<int>(WeightType::kQ4);
 
 BENCHMARK(BM_Decode)
-    ->ArgsProduct({{kBf16, kQ8, kQ4}, {1, 2}, {600, 8}, {1, 2}})
+    ->ArgsProduct({{kBf16, kQ8, kQ4}, {1, 2}, {600, 8}, {1, 2, 3}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Prefill)

@@ -140,10 +140,10 @@ TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
                                           ? std::vector<int>{64, 96, 320, 544, 1536}
                                           : std::vector<int>{53, 64, 200, 320, 1536};
   // bf16 x rows: 2-8 are one weight-stationary pass (a verify pass: R = 4 tiles up to 6 rows, 3
-  // beyond), 9 and 70 passes of 8 and a rest.
+  // beyond), 9 and 70 passes of 8 and a rest. q8/q4 row groups: tiles of 4 rows, then 3, 2 or 1.
   const std::vector<int> x_counts = type == WeightType::kBF16
                                         ? std::vector<int>{1, 2, 3, 5, 6, 7, 8, 9, 70}
-                                        : std::vector<int>{1, 2, 5, 70};
+                                        : std::vector<int>{1, 2, 3, 5, 7, 70};
   for (int cols : col_counts) {
     // 16 and 48: whole 16-row groups, which tables asking for row groups also get reordered.
     for (int rows : {1, 5, 16, 48, 67}) {
@@ -251,6 +251,16 @@ TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
           ToRowGroups(&grouped, grouped_bytes.data(), nullptr);
           const auto y_grouped = run(*simd, grouped);
           EXPECT_LT(RelRms(y_grouped, g, typical), 1e-5) << where << " row groups " << simd->name;
+          // Each x row alone gives the bits it gets in the batch, whichever tile (4, 3, 2 or 1
+          // rows, one or two groups) took it: a verify pass picks the tokens decode picks.
+          for (int i = 0; i < n; ++i) {
+            const std::vector<float> x_row(x.begin() + static_cast<size_t>(i) * cols,
+                                           x.begin() + static_cast<size_t>(i + 1) * cols);
+            const auto one = KernelProduct(*simd, grouped, x_row, 1);
+            for (int r = 0; r < rows; ++r)
+              ASSERT_EQ(one[r], y_grouped[static_cast<size_t>(i) * rows + r])
+                  << where << " row groups " << simd->name << " x row " << i << " row " << r;
+          }
           if (rows > kRowGroup) {  // a task's range starting at a later group
             const auto y_tail = run(*simd, grouped, kRowGroup);
             for (int i = 0; i < n; ++i)

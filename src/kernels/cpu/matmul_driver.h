@@ -21,10 +21,11 @@ namespace g4 {
 //   template <int C> static void RowGroupPairTile(w, r, x, i, y, ldy);
 // All take (const WeightMatrix&, int, const QuantizedRows&, int, float*, int64_t).
 
-// Row groups: x rows outer in tiles of Tiles::kGroupCols (then half as many, down to 1), groups
-// inner: a task's groups stay in L2 while the x tiles pass over them. Always inlined: the driver
-// stays one flat function, as the hand-written twins were (left to itself, GCC inlined the avx2
-// group tiles differently from them).
+// Row groups: x rows outer in tiles of Tiles::kGroupCols (then half as many, down to 1; three
+// rows left after tiles of 4 take one tile of 3, not 2 + 1, which would read the weights twice),
+// groups inner: a task's groups stay in L2 while the x tiles pass over them. Always inlined: the
+// driver stays one flat function, as the hand-written twins were (left to itself, GCC inlined the
+// avx2 group tiles differently from them).
 template <typename Tiles, int C>
 [[gnu::always_inline]] inline void WalkRowGroups(const WeightMatrix& w, int r0, int r1,
                                                  const QuantizedRows& x, int* i, float* y,
@@ -40,6 +41,12 @@ template <typename Tiles, int C>
       for (; r + 2 * kRowGroup <= r1; r += 2 * kRowGroup)
         Tiles::template RowGroupPairTile<C>(w, r, x, *i, y, ldy);
     for (; r < r1; r += kRowGroup) Tiles::template RowGroupTile<C>(w, r, x, *i, y, ldy);
+  }
+  if constexpr (C == 4) {
+    if (x.n - *i == 3) {
+      WalkRowGroups<Tiles, 3>(w, r0, r1, x, i, y, ldy);
+      return;
+    }
   }
   if constexpr (C > 1) WalkRowGroups<Tiles, C / 2>(w, r0, r1, x, i, y, ldy);
 }

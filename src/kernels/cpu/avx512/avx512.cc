@@ -258,8 +258,8 @@ inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int 
 // Two row groups (32 rows) at once for C activation rows: each activation broadcast feeds two
 // weight vectors, so per block and activation row 16 vpdpbusd take 8 broadcasts (GroupTile: 8
 // and 8). The integer sums and the float steps per lane are those of GroupTile, in the same
-// order: the results are bit-identical. kPrefetch: two activation rows prefetch the weights as
-// one row does (BatchedPassesPrefetch).
+// order: the results are bit-identical. kPrefetch: prefetch the weights as one row does
+// (MatMulPrefetchingShortPasses).
 template <bool kIsQ4, bool kPrefetch, int C>
 inline void GroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
                           int64_t ldy) {
@@ -281,7 +281,7 @@ inline void GroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, 
       __m512i lo[2], hi[2];
       for (int g = 0; g < 2; ++g) {
         const uint8_t* bytes_at = wq[g] + static_cast<size_t>(b) * kBlockBytes + 64 * v;
-        if (kPrefetch && C <= 2) PrefetchAhead<kGroupPrefetchBytes>(bytes_at);
+        if (kPrefetch) PrefetchAhead<kGroupPrefetchBytes>(bytes_at);
         const __m512i bytes = _mm512_loadu_si512(bytes_at);
         if constexpr (kIsQ4) {
           lo[g] = _mm512_and_si512(bytes, low_nibbles);
@@ -301,8 +301,7 @@ inline void GroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, 
       }
     }
     for (int g = 0; g < 2; ++g) {
-      if (kPrefetch && C <= 2 && b % 2 == 0)
-        PrefetchAhead<kGroupPrefetchBytes>(wd[g] + b * kRowGroup);
+      if (kPrefetch && b % 2 == 0) PrefetchAhead<kGroupPrefetchBytes>(wd[g] + b * kRowGroup);
       const __m512 dw = _mm512_cvtph_ps(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd[g] + b * kRowGroup)));
       for (int c = 0; c < C; ++c) {
@@ -345,6 +344,21 @@ struct Tiles {
   }
 };
 
+// On Zen 5 (BatchedPassesPrefetch) the hardware prefetcher falls behind a pass of several
+// activation rows that streams the weights from memory once, as a verify pass or a few batched
+// streams do: up to 8 rows (the bf16 passes' reach) prefetch as decode does. Longer passes
+// (prefill) re-read a task's groups from L2, where the prefetches only took issue slots (BM_Prefill
+// 0-8% slower).
+template <bool kIsQ4>
+void MatMulPrefetchingShortPasses(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x,
+                                  float* y, int64_t ldy) {
+  if (x.n <= kBf16PassRows) {
+    MatMulQuantized<Tiles<kIsQ4, true>>(w, r0, r1, x, y, ldy);
+  } else {
+    MatMulQuantized<Tiles<kIsQ4, false>>(w, r0, r1, x, y, ldy);
+  }
+}
+
 }  // namespace
 
 const CpuKernels* Avx512Kernels() {
@@ -353,9 +367,9 @@ const CpuKernels* Avx512Kernels() {
     t.name = "avx512";
     const bool prefetch = BatchedPassesPrefetch();
     t.matmul_q8 =
-        prefetch ? MatMulQuantized<Tiles<false, true>> : MatMulQuantized<Tiles<false, false>>;
+        prefetch ? MatMulPrefetchingShortPasses<false> : MatMulQuantized<Tiles<false, false>>;
     t.matmul_q4 =
-        prefetch ? MatMulQuantized<Tiles<true, true>> : MatMulQuantized<Tiles<true, false>>;
+        prefetch ? MatMulPrefetchingShortPasses<true> : MatMulQuantized<Tiles<true, false>>;
     UseAvx512Bf16MatMul(&t, prefetch);
     t.q8_layout = WeightLayout::kRowGroups16;
     t.q4_layout = WeightLayout::kRowGroups16;
