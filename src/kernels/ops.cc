@@ -78,7 +78,7 @@ int PrefillRowsPerTask(const WeightMatrix& w, size_t row_bytes) {
 // y rows [r0, r1) x x rows [i0, i1) of one product.
 void ProductBlock(const CpuKernels& k, const WeightMatrix& w, int r0, int r1, int i0, int i1,
                   const float* x, const QuantizedRows& xq, float* y) {
-  const int rows = w.rows, cols = w.cols, nb = cols / kQuantBlock;
+  const int rows = w.rows, cols = w.cols;
   switch (w.type) {
     case WeightType::kF32: {
       const float* wd = static_cast<const float*>(w.data);
@@ -94,11 +94,8 @@ void ProductBlock(const CpuKernels& k, const WeightMatrix& w, int r0, int r1, in
       return;
     case WeightType::kQ8:
     case WeightType::kQ4: {
-      const QuantizedRows sub{i1 - i0, cols, xq.q + static_cast<int64_t>(i0) * cols,
-                              xq.scale + static_cast<int64_t>(i0) * nb,
-                              xq.corr + static_cast<int64_t>(i0) * nb};
       (w.type == WeightType::kQ8 ? k.matmul_q8 : k.matmul_q4)(
-          w, r0, r1, sub, y + static_cast<int64_t>(i0) * rows, rows);
+          w, r0, r1, xq.Rows(i0, i1), y + static_cast<int64_t>(i0) * rows, rows);
       return;
     }
   }

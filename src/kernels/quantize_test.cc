@@ -121,6 +121,29 @@ std::vector<float> KernelProduct(const CpuKernels& k, const WeightMatrix& w,
   return y;
 }
 
+// For each listed x row: table k's product of that row alone equals, bit for bit, its rows of
+// y_batch (k's product of the whole batch), so a verify pass or a batch picks the tokens decode
+// picks.
+void ExpectRowsAlone(const CpuKernels& k, const WeightMatrix& w, const std::vector<float>& x,
+                     const std::vector<float>& y_batch, const std::vector<int>& x_rows,
+                     const std::string& where) {
+  const int rows = w.rows, cols = w.cols;
+  for (int i : x_rows) {
+    const std::vector<float> x_row(x.begin() + static_cast<size_t>(i) * cols,
+                                   x.begin() + static_cast<size_t>(i + 1) * cols);
+    const auto one = KernelProduct(k, w, x_row, 1);
+    for (int r = 0; r < rows; ++r)
+      ASSERT_EQ(one[r], y_batch[static_cast<size_t>(i) * rows + r])
+          << where << " isa " << k.name << " x row " << i << " row " << r;
+  }
+}
+
+std::vector<int> AllRows(int n) {
+  std::vector<int> all(n);
+  for (int i = 0; i < n; ++i) all[i] = i;
+  return all;
+}
+
 class MatMulTest : public ::testing::TestWithParam<WeightType> {};
 
 TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
@@ -222,28 +245,13 @@ TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
             EXPECT_LT(to_exact, rounded_bound) << where << " isa " << simd->name;
             // Each output is one row's product whatever the tile: x row i alone gives the same
             // bits as inside the batch (decode and batched decode agree exactly).
-            for (int i : {0, n - 1}) {
-              std::vector<float> one(rows, NAN);
-              simd->matmul_bf16(q.w, 0, rows, x.data() + static_cast<size_t>(i) * cols, 1,
-                                one.data(), rows);
-              for (int r = 0; r < rows; ++r)
-                EXPECT_EQ(one[r], y_simd[static_cast<size_t>(i) * rows + r])
-                    << where << " x row " << i << " row " << r;
-            }
+            ExpectRowsAlone(*simd, q.w, x, y_simd, {0, n - 1}, where);
             continue;
           }
           EXPECT_LT(RelRms(y_simd, g, typical), 1e-5) << where << " isa " << simd->name;
           // As above: a bf16 output is the same float alone and in any batch, so a speculative
           // verify pass picks exactly the tokens plain decoding does.
-          if (type == WeightType::kBF16)
-            for (int i = 0; i < n; ++i) {
-              std::vector<float> one(rows, NAN);
-              simd->matmul_bf16(q.w, 0, rows, x.data() + static_cast<size_t>(i) * cols, 1,
-                                one.data(), rows);
-              for (int r = 0; r < rows; ++r)
-                ASSERT_EQ(one[r], y_simd[static_cast<size_t>(i) * rows + r])
-                    << where << " isa " << simd->name << " x row " << i << " row " << r;
-            }
+          if (type == WeightType::kBF16) ExpectRowsAlone(*simd, q.w, x, y_simd, AllRows(n), where);
           if (simd->LayoutFor(type) != WeightLayout::kRowGroups16 || !CanUseRowGroups(q.w))
             continue;
           std::vector<uint8_t> grouped_bytes(q.w.bytes);
@@ -253,14 +261,7 @@ TEST_P(MatMulTest, SimdMatchesGenericAndDoubleReference) {
           EXPECT_LT(RelRms(y_grouped, g, typical), 1e-5) << where << " row groups " << simd->name;
           // Each x row alone gives the bits it gets in the batch, whichever tile (4, 3, 2 or 1
           // rows, one or two groups) took it: a verify pass picks the tokens decode picks.
-          for (int i = 0; i < n; ++i) {
-            const std::vector<float> x_row(x.begin() + static_cast<size_t>(i) * cols,
-                                           x.begin() + static_cast<size_t>(i + 1) * cols);
-            const auto one = KernelProduct(*simd, grouped, x_row, 1);
-            for (int r = 0; r < rows; ++r)
-              ASSERT_EQ(one[r], y_grouped[static_cast<size_t>(i) * rows + r])
-                  << where << " row groups " << simd->name << " x row " << i << " row " << r;
-          }
+          ExpectRowsAlone(*simd, grouped, x, y_grouped, AllRows(n), where + " row groups");
           if (rows > kRowGroup) {  // a task's range starting at a later group
             const auto y_tail = run(*simd, grouped, kRowGroup);
             for (int i = 0; i < n; ++i)

@@ -15,40 +15,30 @@ namespace g4 {
 //   template <int R, int C> static void RowTile(w, r, x, i, y, ldy);  // row-major layout
 //   template <int C> static void RowGroupTile(w, r, x, i, y, ldy);    // kRowGroups16 layout
 //   static constexpr int kTileRows, kTileCols;  // row-major R x C tile for x.n > 1
-//   static constexpr int kGroupCols;  // widest row-group tile (a power of 2): C = it, then halves
+//   static constexpr int kGroupCols;  // widest row-group tile; the rows left take one narrower
 // and optionally, for C in [kPairMinCols, kPairMaxCols], two row groups (32 rows) per call:
 //   static constexpr int kPairMinCols, kPairMaxCols;
 //   template <int C> static void RowGroupPairTile(w, r, x, i, y, ldy);
 // All take (const WeightMatrix&, int, const QuantizedRows&, int, float*, int64_t).
 
-// Row groups: x rows outer in tiles of Tiles::kGroupCols (then half as many, down to 1; three
-// rows left after tiles of 4 take one tile of 3, not 2 + 1, which would read the weights twice),
-// groups inner: a task's groups stay in L2 while the x tiles pass over them. Always inlined: the
-// driver stays one flat function, as the hand-written twins were (left to itself, GCC inlined the
-// avx2 group tiles differently from them).
+// Activation rows [i, i + C) over W's row groups [r0, r1): two groups per tile where the kernel
+// file has a pair tile for C rows. Always inlined: the driver stays one flat function, as the
+// hand-written twins were (left to itself, GCC inlined the avx2 group tiles differently from
+// them).
 template <typename Tiles, int C>
-[[gnu::always_inline]] inline void WalkRowGroups(const WeightMatrix& w, int r0, int r1,
-                                                 const QuantizedRows& x, int* i, float* y,
-                                                 int64_t ldy) {
+[[gnu::always_inline]] inline void RowGroupPass(const WeightMatrix& w, int r0, int r1,
+                                                const QuantizedRows& x, int i, float* y,
+                                                int64_t ldy) {
   constexpr bool kPairs = [] {
     if constexpr (requires { Tiles::kPairMinCols; })
       return C >= Tiles::kPairMinCols && C <= Tiles::kPairMaxCols;
     return false;
   }();
-  for (; *i + C <= x.n; *i += C) {
-    int r = r0;
-    if constexpr (kPairs)
-      for (; r + 2 * kRowGroup <= r1; r += 2 * kRowGroup)
-        Tiles::template RowGroupPairTile<C>(w, r, x, *i, y, ldy);
-    for (; r < r1; r += kRowGroup) Tiles::template RowGroupTile<C>(w, r, x, *i, y, ldy);
-  }
-  if constexpr (C == 4) {
-    if (x.n - *i == 3) {
-      WalkRowGroups<Tiles, 3>(w, r0, r1, x, i, y, ldy);
-      return;
-    }
-  }
-  if constexpr (C > 1) WalkRowGroups<Tiles, C / 2>(w, r0, r1, x, i, y, ldy);
+  int r = r0;
+  if constexpr (kPairs)
+    for (; r + 2 * kRowGroup <= r1; r += 2 * kRowGroup)
+      Tiles::template RowGroupPairTile<C>(w, r, x, i, y, ldy);
+  for (; r < r1; r += kRowGroup) Tiles::template RowGroupTile<C>(w, r, x, i, y, ldy);
 }
 
 // y[i * ldy + r] = W row r . x row i for r in [r0, r1), all x rows; the CpuKernels::matmul_q8 /
@@ -56,11 +46,15 @@ template <typename Tiles, int C>
 template <typename Tiles>
 void MatMulQuantized(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x, float* y,
                      int64_t ldy) {
-  static_assert(Tiles::kGroupCols > 0 && (Tiles::kGroupCols & (Tiles::kGroupCols - 1)) == 0,
-                "kGroupCols must be a power of 2");
   if (w.layout == WeightLayout::kRowGroups16) {
+    // x rows outer, groups inner: a task's groups stay in L2 while the x tiles pass over them.
+    // The rows left after the widest tiles take one pass of exactly their number, which reads
+    // the weights once (3 rows as 2 + 1 would read them twice).
+    constexpr int kCols = Tiles::kGroupCols;
     int i = 0;
-    WalkRowGroups<Tiles, Tiles::kGroupCols>(w, r0, r1, x, &i, y, ldy);
+    for (; i + kCols <= x.n; i += kCols) RowGroupPass<Tiles, kCols>(w, r0, r1, x, i, y, ldy);
+    WithPassRows<kCols - 1>(x.n - i,
+                            [&]<int C>() { RowGroupPass<Tiles, C>(w, r0, r1, x, i, y, ldy); });
     return;
   }
   auto tile = [&]<int R, int C>(int r, int i) {

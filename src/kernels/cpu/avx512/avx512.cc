@@ -259,7 +259,7 @@ inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int 
 // weight vectors, so per block and activation row 16 vpdpbusd take 8 broadcasts (GroupTile: 8
 // and 8). The integer sums and the float steps per lane are those of GroupTile, in the same
 // order: the results are bit-identical. kPrefetch: prefetch the weights as one row does
-// (MatMulPrefetchingShortPasses).
+// (MatMulPrefetchingFirstTile).
 template <bool kIsQ4, bool kPrefetch, int C>
 inline void GroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
                           int64_t ldy) {
@@ -316,8 +316,8 @@ inline void GroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, 
     for (int c = 0; c < C; ++c) _mm512_storeu_ps(y + (i + c) * ldy + r + g * kRowGroup, acc[g][c]);
 }
 
-// The tiles for the shared driver (kernels/cpu/matmul_driver.h): row groups 8 x rows at a time
-// (then 4, 2, 1), row-major tiles 4 x 4.
+// The tiles for the shared driver (kernels/cpu/matmul_driver.h): row groups 4 x rows at a time
+// (the rows left in one narrower tile), row-major tiles 4 x 4.
 template <bool kIsQ4, bool kPrefetchPairs>
 struct Tiles {
   static constexpr int kTileRows = 4, kTileCols = 4, kGroupCols = 4;
@@ -344,18 +344,27 @@ struct Tiles {
   }
 };
 
-// On Zen 5 (BatchedPassesPrefetch) the hardware prefetcher falls behind a pass of several
-// activation rows that streams the weights from memory once, as a verify pass or a few batched
-// streams do: up to 8 rows (the bf16 passes' reach) prefetch as decode does. Longer passes
-// (prefill) re-read a task's groups from L2, where the prefetches only took issue slots (BM_Prefill
-// 0-8% slower).
+// On Zen 5 (BatchedPassesPrefetch) the hardware prefetcher falls behind a short pass of several
+// activation rows, as a verify pass or batched streams run. A task's first tile of x rows is the
+// one that streams its weights from memory (~128 KiB, PrefillRowsPerTask in kernels/ops.cc): it
+// prefetches as decode does; the later tiles find those weights in L2, where prefetches only take
+// issue slots. Past kPrefetchedPassRows (prefill) the first tile is too small a share of the pass
+// to gain (BM_Prefill q8 at 64 rows ran 6-11% slower with it). The split leaves each x row in
+// the tile it had, so the outputs are the same bits.
+constexpr int kPrefetchedPassRows = 16;
 template <bool kIsQ4>
-void MatMulPrefetchingShortPasses(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x,
-                                  float* y, int64_t ldy) {
-  if (x.n <= kBf16PassRows) {
-    MatMulQuantized<Tiles<kIsQ4, true>>(w, r0, r1, x, y, ldy);
+void MatMulPrefetchingFirstTile(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x,
+                                float* y, int64_t ldy) {
+  using Prefetching = Tiles<kIsQ4, true>;
+  using Plain = Tiles<kIsQ4, false>;
+  constexpr int kFirst = Prefetching::kGroupCols;
+  if (x.n > kPrefetchedPassRows) {
+    MatMulQuantized<Plain>(w, r0, r1, x, y, ldy);
+  } else if (w.layout != WeightLayout::kRowGroups16 || x.n <= kFirst) {
+    MatMulQuantized<Prefetching>(w, r0, r1, x, y, ldy);
   } else {
-    MatMulQuantized<Tiles<kIsQ4, false>>(w, r0, r1, x, y, ldy);
+    MatMulQuantized<Prefetching>(w, r0, r1, x.Rows(0, kFirst), y, ldy);
+    MatMulQuantized<Plain>(w, r0, r1, x.Rows(kFirst, x.n), y + kFirst * ldy, ldy);
   }
 }
 
@@ -367,9 +376,8 @@ const CpuKernels* Avx512Kernels() {
     t.name = "avx512";
     const bool prefetch = BatchedPassesPrefetch();
     t.matmul_q8 =
-        prefetch ? MatMulPrefetchingShortPasses<false> : MatMulQuantized<Tiles<false, false>>;
-    t.matmul_q4 =
-        prefetch ? MatMulPrefetchingShortPasses<true> : MatMulQuantized<Tiles<true, false>>;
+        prefetch ? MatMulPrefetchingFirstTile<false> : MatMulQuantized<Tiles<false, false>>;
+    t.matmul_q4 = prefetch ? MatMulPrefetchingFirstTile<true> : MatMulQuantized<Tiles<true, false>>;
     UseAvx512Bf16MatMul(&t, prefetch);
     t.q8_layout = WeightLayout::kRowGroups16;
     t.q4_layout = WeightLayout::kRowGroups16;
