@@ -5,8 +5,8 @@
 
 namespace g4 {
 
-// `prefetch_batch`: passes of 2-8 x rows prefetch their weights as decode's does
-// (BatchedPassesPrefetch).
-void UseAvx512Bf16MatMul(CpuKernels* table, bool prefetch_batch);
+// `prefetch`: passes of 1-8 x rows prefetch their weights (BatchedPassesPrefetch: Zen 5); elsewhere
+// none does, one row included (measured on Zen 4, bf16_matmul_avx512.cc).
+void UseAvx512Bf16MatMul(CpuKernels* table, bool prefetch);
 
 }  // namespace g4
