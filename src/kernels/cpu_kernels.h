@@ -121,7 +121,7 @@ std::vector<const CpuKernels*> UsableSimdKernels();
 // 19h) the prefetches slowed it (2 rows 6.4 ms with, 3.7 without); and with BM_Decode/3/2/600/{2,3}
 // on Zen 5 (q4, 600 MB, 2 threads): 2 rows 16.7 ms with, 19.0-23.9 without, 3 rows 15.8-16.1
 // with, 19.1-21.1 without, one row 13.5. Other CPUs keep the Zen 4 choice, the one measured first.
-// On AVX-512 it decides the bf16 one-row pass too: on Zen 4 that pass is faster without prefetches
+// On AVX-512 CPUs without it, one row of bf16 over short W rows does not prefetch either
 // (bf16_matmul_avx512.cc).
 bool BatchedPassesPrefetch();
 // The table in use: the last usable SIMD table that is not opt_in, else generic (G4_FORCE_ISA

@@ -81,19 +81,21 @@ inline void Tile(const WeightMatrix& w, int r, const float* x, int i, float* y, 
     }
 }
 
-// W rows per tile for C x rows: the R x C sums fill one register of lane sums, except that one x
-// row without prefetches takes 8 W rows, as two x rows do. On a Zen 4 core the 16-row tile kept
-// its 16 row pointers in vector registers and read the default model's LM head (262,144 x 128)
-// slower than a 2-row pass did; 8 rows without prefetches decoded that model 1.5x faster
-// (docs/performance.md "One-row bf16 passes on Zen 4").
-template <int C, bool kPrefetch>
-constexpr int kTileRows = C == 1 && !kPrefetch ? 8 : 16 / C;
+// W rows per tile for C x rows: the R x C sums fill one register of lane sums.
+template <int C>
+constexpr int kTileRows = 16 / C;
+// One x row over short W rows where passes do not prefetch (BatchedPassesPrefetch: all but Zen 5).
+// On a Zen 4 core the 16-row prefetching tile read the default model's LM head (262,144 x 128)
+// slower than a 2-row pass did; 4 rows a tile without prefetches read it 2.5-3x faster
+// (docs/performance.md "One-row bf16 passes on Zen 4"). Long rows (1536 columns) keep the
+// 16-row tile: 4 rows a tile lost a quarter there, 8 without prefetches no better than 16.
+constexpr int kShortRowCols = 512;
+constexpr int kShortRowTileRows = 4;
 
-// W rows [r0, r1) x the C x rows from row i in one pass.
-template <int C, bool kPrefetch>
+// W rows [r0, r1) x the C x rows from row i in one pass, R W rows a tile.
+template <int C, bool kPrefetch, int R = kTileRows<C>>
 inline void Pass(const WeightMatrix& w, int r0, int r1, const float* x, int i, float* y,
                  int64_t ldy) {
-  constexpr int R = kTileRows<C, kPrefetch>;
   int r = r0;
   for (; r + R <= r1; r += R) Tile<R, C, kPrefetch>(w, r, x, i, y, ldy);
   for (; r < r1; ++r) Tile<1, C, kPrefetch>(w, r, x, i, y, ldy);
@@ -102,20 +104,22 @@ inline void Pass(const WeightMatrix& w, int r0, int r1, const float* x, int i, f
 // y[i * ldy + r] = W row r . x row i (CpuKernels::matmul_bf16). Decode and a speculative verify
 // pass (n <= 8) read each weight once, in tasks sized like decode's; more rows (prefill) take
 // 8 x 2 tiles over the task's W rows, which the caller sizes to stay in L2 (kernels/ops.cc).
-// kPrefetch: these passes, one row included, ask for their weights ahead.
-template <bool kPrefetch>
+template <bool kPrefetchBatch>
 void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
                 int64_t ldy) {
-  if (WithPassRows<kBf16PassRows>(n, [&]<int C>() { Pass<C, kPrefetch>(w, r0, r1, x, 0, y, ldy); }))
+  if (n == 1 && !kPrefetchBatch && w.cols <= kShortRowCols)
+    return Pass<1, false, kShortRowTileRows>(w, r0, r1, x, 0, y, ldy);
+  if (WithPassRows<kBf16PassRows>(
+          n, [&]<int C>() { Pass<C, C == 1 || kPrefetchBatch>(w, r0, r1, x, 0, y, ldy); }))
     return;
   auto tile = [&]<int R, int C>(int r, int i) { Tile<R, C, C == 1>(w, r, x, i, y, ldy); };
-  WalkTiles<kTileRows<2, false>, 2>(r0, r1, n, tile);
+  WalkTiles<kTileRows<2>, 2>(r0, r1, n, tile);
 }
 
 }  // namespace
 
-void UseAvx512Bf16MatMul(CpuKernels* table, bool prefetch) {
-  table->matmul_bf16 = prefetch ? MatMulBf16<true> : MatMulBf16<false>;
+void UseAvx512Bf16MatMul(CpuKernels* table, bool prefetch_batch) {
+  table->matmul_bf16 = prefetch_batch ? MatMulBf16<true> : MatMulBf16<false>;
   table->bf16_pass_rows = kBf16PassRows;
 }
 

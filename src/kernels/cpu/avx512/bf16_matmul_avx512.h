@@ -5,8 +5,8 @@
 
 namespace g4 {
 
-// `prefetch`: passes of 1-8 x rows prefetch their weights (BatchedPassesPrefetch: Zen 5); elsewhere
-// none does, one row included (measured on Zen 4, bf16_matmul_avx512.cc).
-void UseAvx512Bf16MatMul(CpuKernels* table, bool prefetch);
+// `prefetch_batch`: passes of 2-8 x rows prefetch their weights as decode's does
+// (BatchedPassesPrefetch); without it, one x row over short W rows does not prefetch either.
+void UseAvx512Bf16MatMul(CpuKernels* table, bool prefetch_batch);
 
 }  // namespace g4
