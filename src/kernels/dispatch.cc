@@ -113,7 +113,7 @@ std::vector<const CpuKernels*> UsableSimdKernels() {
   return tables;
 }
 
-bool BatchedPassesPrefetch() {
+bool SoftwarePrefetchInPasses() {
 #if defined(__x86_64__)
   unsigned eax, ebx, ecx, edx;
   if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;

@@ -36,7 +36,7 @@ inline __m256 LoadBf16(const uint16_t* p) {
 // (greedy verification picks exactly the tokens plain decoding picks). Summing four outputs at
 // once with hadds instead made GCC keep acc[][] in memory: decode 1.5x slower (g4_microbench
 // BM_VerifyHead/1/1). kPrefetch: ask for the weights ahead (decode, memory-bound). For a pass of
-// several rows it depends on the CPU's hardware prefetcher (BatchedPassesPrefetch).
+// several rows it depends on the CPU's hardware prefetcher (SoftwarePrefetchInPasses).
 template <int R, int C, bool kPrefetch>
 inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float* y, int64_t ldy) {
   const int cols = w.cols;
@@ -69,7 +69,7 @@ inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float*
 }
 
 // W rows [r0, r1) x the C x rows from row i in one pass, prefetched for one row and, with
-// kPrefetchBatch, for several (BatchedPassesPrefetch). R: as many W rows (up to 4) as leave
+// kPrefetchBatch, for several (SoftwarePrefetchInPasses). R: as many W rows (up to 4) as leave
 // registers for R x C accumulators, R weight vectors and one x vector.
 template <int kRegisters, bool kPrefetchBatch, int C>
 inline void Bf16Pass(const WeightMatrix& w, int r0, int r1, const float* x, int i, float* y,

@@ -807,7 +807,7 @@ const CpuKernels* Avx2Kernels() {
       .quantize_row_q4w = QuantizeRowQ4W,
       .matmul_q8 = MatMulQuantized<Q8Tiles>,
       .matmul_q4 = MatMulQuantized<Q4Tiles>,
-      .matmul_bf16 = BatchedPassesPrefetch() ? MatMulBf16<16, true> : MatMulBf16<16, false>,
+      .matmul_bf16 = SoftwarePrefetchInPasses() ? MatMulBf16<16, true> : MatMulBf16<16, false>,
       .bf16_pass_rows = kBf16PassRows,
       .gelu_tanh_mul = GeluTanhMulRow,
       .exp_sum = ExpSum,

@@ -344,7 +344,7 @@ struct Tiles {
   }
 };
 
-// On Zen 5 (BatchedPassesPrefetch) the hardware prefetcher falls behind a short pass of several
+// On Zen 5 (SoftwarePrefetchInPasses) the hardware prefetcher falls behind a short pass of several
 // activation rows, as a verify pass or batched streams run. A task's first tile of x rows is the
 // one that streams its weights from memory (~128 KiB, PrefillRowsPerTask in kernels/ops.cc): it
 // prefetches as decode does; the later tiles find those weights in L2, where prefetches only take
@@ -374,7 +374,7 @@ const CpuKernels* Avx512Kernels() {
   static const CpuKernels k = [] {
     CpuKernels t = *Avx2Kernels();
     t.name = "avx512";
-    const bool prefetch = BatchedPassesPrefetch();
+    const bool prefetch = SoftwarePrefetchInPasses();
     t.matmul_q8 =
         prefetch ? MatMulPrefetchingFirstTile<false> : MatMulQuantized<Tiles<false, false>>;
     t.matmul_q4 = prefetch ? MatMulPrefetchingFirstTile<true> : MatMulQuantized<Tiles<true, false>>;

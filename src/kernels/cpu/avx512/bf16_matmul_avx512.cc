@@ -9,6 +9,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -81,19 +82,22 @@ inline void Tile(const WeightMatrix& w, int r, const float* x, int i, float* y, 
     }
 }
 
-// W rows per tile for C x rows: the R x C sums fill one register of lane sums.
-template <int C>
-constexpr int kTileRows = 16 / C;
-// One x row over short W rows where passes do not prefetch (BatchedPassesPrefetch: all but Zen 5).
-// On a Zen 4 core the 16-row prefetching tile read the default model's LM head (262,144 x 128)
-// slower than a 2-row pass did; 4 rows a tile without prefetches read it 2.5-3x faster
-// (docs/performance.md "One-row bf16 passes on Zen 4"). Long rows (1536 columns) keep the
-// 16-row tile: 4 rows a tile lost a quarter there, 8 without prefetches no better than 16.
+// Rows of at most this many columns are short: the default model's LM head has 128.
 constexpr int kShortRowCols = 512;
-constexpr int kShortRowTileRows = 4;
+
+// W rows per tile for C x rows: as many as fill one register with the R x C lane sums, except over
+// short rows on CPUs whose passes do not prefetch (SoftwarePrefetchInPasses: all but Zen 5), where
+// at most 4. On a Zen 4 core the 16-row prefetching tile read the default model's LM head (262,144
+// x 128) slower with one x row than with two; 4 rows a tile without prefetches read it 1.7-3.3x
+// faster with one x row and 1.4-1.5x with two (docs/performance.md "One-row bf16 passes on
+// Zen 4"). Long rows (1536 columns) keep 16 / C: 4 rows a tile lost a quarter there with one x row.
+// Nothing was measured between 128 and 1536 columns: 512 is a guess.
+constexpr int TileRows(int c, bool short_rows_unprefetched) {
+  return short_rows_unprefetched ? std::min(16 / c, 4) : 16 / c;
+}
 
 // W rows [r0, r1) x the C x rows from row i in one pass, R W rows a tile.
-template <int C, bool kPrefetch, int R = kTileRows<C>>
+template <int C, bool kPrefetch, int R>
 inline void Pass(const WeightMatrix& w, int r0, int r1, const float* x, int i, float* y,
                  int64_t ldy) {
   int r = r0;
@@ -102,18 +106,23 @@ inline void Pass(const WeightMatrix& w, int r0, int r1, const float* x, int i, f
 }
 
 // y[i * ldy + r] = W row r . x row i (CpuKernels::matmul_bf16). Decode and a speculative verify
-// pass (n <= 8) read each weight once, in tasks sized like decode's; more rows (prefill) take
-// 8 x 2 tiles over the task's W rows, which the caller sizes to stay in L2 (kernels/ops.cc).
+// pass (n <= 8) read each weight once, in tasks sized like decode's; one x row over long W rows
+// prefetches everywhere, passes of more x rows where kPrefetchBatch, short rows only there. More
+// rows (prefill) take 8 x 2 tiles over the task's W rows, which the caller sizes to stay in L2
+// (kernels/ops.cc).
 template <bool kPrefetchBatch>
 void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
                 int64_t ldy) {
-  if (n == 1 && !kPrefetchBatch && w.cols <= kShortRowCols)
-    return Pass<1, false, kShortRowTileRows>(w, r0, r1, x, 0, y, ldy);
-  if (WithPassRows<kBf16PassRows>(
-          n, [&]<int C>() { Pass<C, C == 1 || kPrefetchBatch>(w, r0, r1, x, 0, y, ldy); }))
+  const bool short_unprefetched = !kPrefetchBatch && w.cols <= kShortRowCols;
+  if (WithPassRows<kBf16PassRows>(n, [&]<int C>() {
+        if (short_unprefetched)
+          Pass<C, false, TileRows(C, true)>(w, r0, r1, x, 0, y, ldy);
+        else
+          Pass<C, C == 1 || kPrefetchBatch, TileRows(C, false)>(w, r0, r1, x, 0, y, ldy);
+      }))
     return;
   auto tile = [&]<int R, int C>(int r, int i) { Tile<R, C, C == 1>(w, r, x, i, y, ldy); };
-  WalkTiles<kTileRows<2>, 2>(r0, r1, n, tile);
+  WalkTiles<TileRows(2, false), 2>(r0, r1, n, tile);
 }
 
 }  // namespace

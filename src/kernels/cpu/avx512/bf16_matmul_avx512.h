@@ -6,7 +6,8 @@
 namespace g4 {
 
 // `prefetch_batch`: passes of 2-8 x rows prefetch their weights as decode's does
-// (BatchedPassesPrefetch); without it, one x row over short W rows does not prefetch either.
+// (SoftwarePrefetchInPasses); without it, passes over short W rows take at most 4 W rows a tile
+// and one x row over them does not prefetch either.
 void UseAvx512Bf16MatMul(CpuKernels* table, bool prefetch_batch);
 
 }  // namespace g4
