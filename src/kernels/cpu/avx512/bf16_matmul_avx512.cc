@@ -24,7 +24,8 @@ namespace {
 
 // Columns k..k+15 of the tile's rows into its R x C accumulators.
 template <int R, int C, bool kPrefetch>
-inline void Step(const uint16_t* const* wp, const float* const* xp, int k, __m512* acc) {
+[[gnu::always_inline]] inline void Step(const uint16_t* const* wp, const float* const* xp, int k,
+                                        __m512* acc) {
   __m512 xv[C];
   for (int c = 0; c < C; ++c) {
     xv[c] = _mm512_loadu_ps(xp[c] + k);
@@ -43,15 +44,15 @@ inline void Step(const uint16_t* const* wp, const float* const* xp, int k, __m51
 // decode, a speculative verify pass and a batch give every row the same logits (greedy verification
 // picks exactly the tokens plain decoding picks). Each widened weight vector goes straight into its
 // C FMAs; the step's x vectors stay in registers. kPrefetch: ask for the weights ahead (decode,
-// memory-bound).
+// memory-bound). Always inlined into its pass: GCC called some tiles (4 x 3) out of line, a call
+// per 4 W rows that cost the 3-row pass a tenth.
 template <int R, int C, bool kPrefetch>
-inline void Tile(const WeightMatrix& w, int r, const float* x, int i, float* y, int64_t ldy) {
+[[gnu::always_inline]] inline void Tile(const uint16_t* w, int cols, int r, const float* x, int i,
+                                        float* y, int64_t ldy) {
   static_assert(R * C <= 16);
-  const int cols = w.cols;
   const uint16_t* wp[R];
   const float* xp[C];
-  for (int a = 0; a < R; ++a)
-    wp[a] = static_cast<const uint16_t*>(w.data) + static_cast<int64_t>(r + a) * cols;
+  for (int a = 0; a < R; ++a) wp[a] = w + static_cast<int64_t>(r + a) * cols;
   for (int c = 0; c < C; ++c) xp[c] = x + static_cast<int64_t>(i + c) * cols;
   __m512 acc[R * C];
   for (int o = 0; o < R * C; ++o) acc[o] = _mm512_setzero_ps();
@@ -96,13 +97,19 @@ constexpr int TileRows(int c, bool short_rows_unprefetched) {
   return short_rows_unprefetched ? std::min(16 / c, 4) : 16 / c;
 }
 
-// W rows [r0, r1) x the C x rows from row i in one pass, R W rows a tile.
+// W rows [r0, r1) x the C x rows from row i in one pass, R W rows a tile. A function of its own:
+// with every pass inlined into MatMulBf16, GCC's inlining budget ran out and it called tiles or
+// their lane sums out of line in some passes (the 2-row pass spent 15% of `--spec mtp` decoding
+// in the call).
 template <int C, bool kPrefetch, int R>
-inline void Pass(const WeightMatrix& w, int r0, int r1, const float* x, int i, float* y,
-                 int64_t ldy) {
+[[gnu::noinline]] void Pass(const WeightMatrix& w, int r0, int r1, const float* x, int i, float* y,
+                            int64_t ldy) {
+  // W's data and row length in locals: read through `w` they were loaded again every tile.
+  const auto* data = static_cast<const uint16_t*>(w.data);
+  const int cols = w.cols;
   int r = r0;
-  for (; r + R <= r1; r += R) Tile<R, C, kPrefetch>(w, r, x, i, y, ldy);
-  for (; r < r1; ++r) Tile<1, C, kPrefetch>(w, r, x, i, y, ldy);
+  for (; r + R <= r1; r += R) Tile<R, C, kPrefetch>(data, cols, r, x, i, y, ldy);
+  for (; r < r1; ++r) Tile<1, C, kPrefetch>(data, cols, r, x, i, y, ldy);
 }
 
 // y[i * ldy + r] = W row r . x row i (CpuKernels::matmul_bf16). Decode and a speculative verify
@@ -121,7 +128,10 @@ void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, fl
           Pass<C, C == 1 || kPrefetchBatch, TileRows(C, false)>(w, r0, r1, x, 0, y, ldy);
       }))
     return;
-  auto tile = [&]<int R, int C>(int r, int i) { Tile<R, C, C == 1>(w, r, x, i, y, ldy); };
+  const auto* data = static_cast<const uint16_t*>(w.data);
+  auto tile = [&]<int R, int C>(int r, int i) {
+    Tile<R, C, C == 1>(data, w.cols, r, x, i, y, ldy);
+  };
   WalkTiles<TileRows(2, false), 2>(r0, r1, n, tile);
 }
 

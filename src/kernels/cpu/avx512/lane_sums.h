@@ -13,10 +13,10 @@ namespace {
 // The folds of SumLanes16. FoldPair: x0's 8-lane partial (lane l: x0[l] + x0[l + 8]) in the low
 // half, x1's in the high. FoldQuad over two of those: 128-bit lane L holds the 4-lane partial of
 // the L-th of their four registers.
-inline __m512 FoldPair(__m512 x0, __m512 x1) {
+[[gnu::always_inline]] inline __m512 FoldPair(__m512 x0, __m512 x1) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(x0, x1, 0x44), _mm512_shuffle_f32x4(x0, x1, 0xEE));
 }
-inline __m512 FoldQuad(__m512 a0, __m512 a1) {
+[[gnu::always_inline]] inline __m512 FoldQuad(__m512 a0, __m512 a1) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, _MM_SHUFFLE(2, 0, 2, 0)),
                        _mm512_shuffle_f32x4(a0, a1, _MM_SHUFFLE(3, 1, 3, 1)));
 }
@@ -27,10 +27,12 @@ inline __m512 FoldQuad(__m512 a0, __m512 a1) {
 // sum is the same tree whichever register it sits in: t[l] = x[l] + x[l + 8], u[l] = t[l] +
 // t[l + 4], v[l] = u[l] + u[l + 2], v[0] + v[1]. The registers are taken by value: GCC keeps an
 // array of 16 whose address a reduction takes on the stack, zeroed before the tile's loop and
-// stored after it.
-inline __m512 SumLanes16(__m512 x0, __m512 x1, __m512 x2, __m512 x3, __m512 x4, __m512 x5,
-                         __m512 x6, __m512 x7, __m512 x8, __m512 x9, __m512 x10, __m512 x11,
-                         __m512 x12, __m512 x13, __m512 x14, __m512 x15) {
+// stored after it. Always inlined: called out of line (GCC did so in the bf16 product's 2-row
+// tiles), its 16 registers go through the stack each tile.
+[[gnu::always_inline]] inline __m512 SumLanes16(__m512 x0, __m512 x1, __m512 x2, __m512 x3,
+                                                __m512 x4, __m512 x5, __m512 x6, __m512 x7,
+                                                __m512 x8, __m512 x9, __m512 x10, __m512 x11,
+                                                __m512 x12, __m512 x13, __m512 x14, __m512 x15) {
   const __m512 b0 = FoldQuad(FoldPair(x0, x1), FoldPair(x2, x3));
   const __m512 b1 = FoldQuad(FoldPair(x4, x5), FoldPair(x6, x7));
   const __m512 b2 = FoldQuad(FoldPair(x8, x9), FoldPair(x10, x11));
@@ -43,7 +45,7 @@ inline __m512 SumLanes16(__m512 x0, __m512 x1, __m512 x2, __m512 x3, __m512 x4, 
 }
 
 // The same over an array of 16.
-inline __m512 SumLanes16(const __m512* x) {
+[[gnu::always_inline]] inline __m512 SumLanes16(const __m512* x) {
   return [&]<size_t... M>(std::index_sequence<M...>) { return SumLanes16(x[M]...); }
   (std::make_index_sequence<16>());
 }
