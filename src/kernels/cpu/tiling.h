@@ -42,6 +42,11 @@ struct ActivationRows {
 // Up to this many x rows take one pass over a bf16 W in the AVX2 and AVX-512 float products
 // (CpuKernels::bf16_pass_rows): decode and speculative verify passes read each weight once.
 constexpr int kBf16PassRows = 8;
+// bf16 W rows of at most this many columns are short (the default model's LM head has 128): one
+// x row over them is not worth prefetching for, except where passes of several rows prefetch
+// (SoftwarePrefetchInPasses), and the AVX-512 passes take smaller tiles over them. Measured at 128
+// and 1536 columns only (docs/performance.md "One-row bf16 passes on Zen 4"): 512 is a guess.
+constexpr int kBf16ShortRowCols = 512;
 
 // Calls pass.template operator()<C>() with C = n for 1 <= n <= kMaxRows (a pass compiled for
 // each row count) and returns true; false for other n.

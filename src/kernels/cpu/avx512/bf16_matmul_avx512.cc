@@ -83,16 +83,12 @@ template <int R, int C, bool kPrefetch>
     }
 }
 
-// Rows of at most this many columns are short: the default model's LM head has 128.
-constexpr int kShortRowCols = 512;
-
 // W rows per tile for C x rows: as many as fill one register with the R x C lane sums, except over
 // short rows on CPUs whose passes do not prefetch (SoftwarePrefetchInPasses: all but Zen 5), where
 // at most 4. On a Zen 4 core the 16-row prefetching tile read the default model's LM head (262,144
 // x 128) slower with one x row than with two; 4 rows a tile without prefetches read it 1.7-3.3x
 // faster with one x row and 1.4-1.5x with two (docs/performance.md "One-row bf16 passes on
 // Zen 4"). Long rows (1536 columns) keep 16 / C: 4 rows a tile lost a quarter there with one x row.
-// Nothing was measured between 128 and 1536 columns: 512 is a guess.
 constexpr int TileRows(int c, bool short_rows_unprefetched) {
   return short_rows_unprefetched ? std::min(16 / c, 4) : 16 / c;
 }
@@ -120,7 +116,7 @@ template <int C, bool kPrefetch, int R>
 template <bool kPrefetchBatch>
 void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
                 int64_t ldy) {
-  const bool short_unprefetched = !kPrefetchBatch && w.cols <= kShortRowCols;
+  const bool short_unprefetched = !kPrefetchBatch && w.cols <= kBf16ShortRowCols;
   if (WithPassRows<kBf16PassRows>(n, [&]<int C>() {
         if (short_unprefetched)
           Pass<C, false, TileRows(C, true)>(w, r0, r1, x, 0, y, ldy);
