@@ -116,14 +116,14 @@ const CpuKernels* Avx512Bf16Kernels();
 std::vector<const CpuKernels*> UsableSimdKernels();
 // Whether products of a few activation rows prefetch their weights in software as decode's one-row
 // pass over long rows always does (bf16 passes of 2-8 rows and one row over short W rows; q8/q4
-// passes of up to 16, in their first tile of x rows). Measured
-// with BM_VerifyHead (bf16, one thread): on AMD Zen 5 (family 1Ah) the hardware prefetcher falls
-// behind such a pass (2 rows 5.9-7.3 ms without, 4.0-4.8 with; 1 row 3.0-3.7), on Zen 4 (family
-// 19h) the prefetches slowed it (2 rows 6.4 ms with, 3.7 without); and with BM_Decode/3/2/600/{2,3}
-// on Zen 5 (q4, 600 MB, 2 threads): 2 rows 16.7 ms with, 19.0-23.9 without, 3 rows 15.8-16.1
-// with, 19.1-21.1 without, one row 13.5. Other CPUs keep the Zen 4 choice, the one measured first.
-// On AVX-512 CPUs without it, bf16 passes over short W rows also take smaller tiles
-// (bf16_matmul_avx512.cc).
+// passes of up to 16, in their first tile of x rows). Measured with BM_VerifyHead (bf16, one
+// thread): on AMD Zen 5 (family 1Ah) the hardware prefetcher falls behind such a pass (2 rows
+// 5.9-7.3 ms without, 4.0-4.8 with; 1 row 3.0-3.7), on Zen 4 (family 19h) the prefetches slowed it
+// (2 rows 6.4 ms with, 3.7 without); and with BM_Decode/3/2/600/{2,3} on Zen 5 (q4, 600 MB, 2
+// threads): 2 rows 16.7 ms with, 19.0-23.9 without, 3 rows 15.8-16.1 with, 19.1-21.1 without, one
+// row 13.5. Other CPUs keep the Zen 4 choice, the one measured first. Without it, the AVX-512 bf16
+// passes over short W rows also take smaller tiles (bf16_matmul_avx512.cc, kBf16ShortRowCols in
+// cpu/tiling.h).
 bool SoftwarePrefetchInPasses();
 // The table in use: the last usable SIMD table that is not opt_in, else generic (G4_FORCE_ISA
 // picks another, opt_in ones included).
