@@ -68,14 +68,13 @@ inline void TileBf16(const WeightMatrix& w, int r, const float* x, int i, float*
     }
 }
 
-// W rows [r0, r1) x the C x rows from row i in one pass, prefetched for one row over long W rows
-// and, with kPrefetchBatch, for any (SoftwarePrefetchInPasses). R: as many W rows (up to 4) as
-// leave registers for R x C accumulators, R weight vectors and one x vector.
-template <int kRegisters, bool kPrefetchBatch, int C, bool kShortRows>
+// W rows [r0, r1) x the C x rows from row i in one pass, prefetched as Bf16PassPrefetches says.
+// R: as many W rows (up to 4) as leave registers for R x C accumulators, R weight vectors and one
+// x vector.
+template <int kRegisters, int C, bool kPrefetch>
 inline void Bf16Pass(const WeightMatrix& w, int r0, int r1, const float* x, int i, float* y,
                      int64_t ldy) {
   constexpr int R = std::clamp((kRegisters - 1) / (C + 1), 1, 4);
-  constexpr bool kPrefetch = (C == 1 && !kShortRows) || kPrefetchBatch;
   int r = r0;
   for (; r + R <= r1; r += R) TileBf16<R, C, kPrefetch>(w, r, x, i, y, ldy);
   for (; r < r1; ++r) TileBf16<1, C, kPrefetch>(w, r, x, i, y, ldy);
@@ -89,10 +88,13 @@ void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, fl
                 int64_t ldy) {
   const bool short_rows = w.cols <= kBf16ShortRowCols;
   if (WithPassRows<kBf16PassRows>(n, [&]<int C>() {
+        // One pass compiled per C where row length does not change the choice (C > 1).
         if (short_rows)
-          Bf16Pass<kRegisters, kPrefetchBatch, C, true>(w, r0, r1, x, 0, y, ldy);
+          Bf16Pass<kRegisters, C, Bf16PassPrefetches(C, true, kPrefetchBatch)>(w, r0, r1, x, 0, y,
+                                                                               ldy);
         else
-          Bf16Pass<kRegisters, kPrefetchBatch, C, false>(w, r0, r1, x, 0, y, ldy);
+          Bf16Pass<kRegisters, C, Bf16PassPrefetches(C, false, kPrefetchBatch)>(w, r0, r1, x, 0, y,
+                                                                                ldy);
       }))
     return;
   auto tile = [&]<int R, int C>(int r, int i) { TileBf16<R, C, C == 1>(w, r, x, i, y, ldy); };

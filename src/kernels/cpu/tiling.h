@@ -48,6 +48,13 @@ constexpr int kBf16PassRows = 8;
 // and 1536 columns only (docs/performance.md "One-row bf16 passes on Zen 4"): 512 is a guess.
 constexpr int kBf16ShortRowCols = 512;
 
+// Whether a bf16 pass of C x rows (C <= kBf16PassRows) asks for its weights ahead, in the AVX2 and
+// AVX-512 tables alike: decode's one row over long W rows always (memory-bound), any pass where
+// passes prefetch (`prefetch_batch`: SoftwarePrefetchInPasses).
+constexpr bool Bf16PassPrefetches(int c, bool short_rows, bool prefetch_batch) {
+  return prefetch_batch || (c == 1 && !short_rows);
+}
+
 // Calls pass.template operator()<C>() with C = n for 1 <= n <= kMaxRows (a pass compiled for
 // each row count) and returns true; false for other n.
 template <int kMaxRows, int C = 1, typename Pass>

@@ -109,19 +109,19 @@ template <int C, bool kPrefetch, int R>
 }
 
 // y[i * ldy + r] = W row r . x row i (CpuKernels::matmul_bf16). Decode and a speculative verify
-// pass (n <= 8) read each weight once, in tasks sized like decode's; one x row over long W rows
-// prefetches everywhere, passes of more x rows where kPrefetchBatch, short rows only there. More
-// rows (prefill) take 8 x 2 tiles over the task's W rows, which the caller sizes to stay in L2
-// (kernels/ops.cc).
+// pass (n <= 8) read each weight once, in tasks sized like decode's, prefetching as
+// Bf16PassPrefetches says (kernels/cpu/tiling.h). More rows (prefill) take 8 x 2 tiles over the
+// task's W rows, which the caller sizes to stay in L2 (kernels/ops.cc).
 template <bool kPrefetchBatch>
 void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
                 int64_t ldy) {
   const bool short_unprefetched = !kPrefetchBatch && w.cols <= kBf16ShortRowCols;
   if (WithPassRows<kBf16PassRows>(n, [&]<int C>() {
         if (short_unprefetched)
-          Pass<C, false, TileRows(C, true)>(w, r0, r1, x, 0, y, ldy);
+          Pass<C, Bf16PassPrefetches(C, true, false), TileRows(C, true)>(w, r0, r1, x, 0, y, ldy);
         else
-          Pass<C, C == 1 || kPrefetchBatch, TileRows(C, false)>(w, r0, r1, x, 0, y, ldy);
+          Pass<C, Bf16PassPrefetches(C, false, kPrefetchBatch), TileRows(C, false)>(w, r0, r1, x, 0,
+                                                                                    y, ldy);
       }))
     return;
   const auto* data = static_cast<const uint16_t*>(w.data);
