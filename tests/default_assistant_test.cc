@@ -100,8 +100,9 @@ TEST(DefaultAssistant, DraftsMatchThePyTorchModuleThatTrainedIt) {
 }
 
 // Greedy speculative decoding with the trained drafter gives the plain tokens, and accepts at
-// least the bounds below. Greedy is deterministic (measured 0.679 with one draft and 0.413 with
-// three, every run); the margin covers other kernels' rounding flipping a near-tie.
+// least the bounds below. Greedy is deterministic (measured 0.808 with one draft and 0.744 with
+// three, every run); the margin covers other kernels' rounding flipping a near-tie. The drafter
+// trained on corpus text alone (until 2026-12-07) accepted 0.679 and 0.413: it fails both.
 TEST(DefaultAssistant, SpecMtpGivesThePlainTokensAndAccepts) {
   struct Case {
     const char* flags;
@@ -114,7 +115,7 @@ TEST(DefaultAssistant, SpecMtpGivesThePlainTokensAndAccepts) {
   const auto expected = LastJsonLine(plain.output)["ids"];
   ASSERT_EQ(expected.size(), 48u);
   {
-    for (const Case& c : {Case{" --draft-max 1", 0.6}, Case{" --draft-max 3", 0.35}}) {
+    for (const Case& c : {Case{" --draft-max 1", 0.7}, Case{" --draft-max 3", 0.6}}) {
       const char* flags = c.flags;
       const G4RunResult run = RunG4(base + " --spec mtp --draft " + AssistantDir() + flags);
       ASSERT_EQ(run.exit_code, 0) << run.output;

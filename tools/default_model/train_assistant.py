@@ -7,16 +7,21 @@ step k (k = 0..K-1) feeds its own previous argmax and recurrent hidden back, at 
 position, as g4's drafter does, and is scored against the target's argmax k tokens ahead.
 
 The chat held-out split (every 17th verse, chat.py) stays out of training: those verses are the
-held-out text the drafter is measured on.
+held-out text the drafter is measured on. With --generated N, N more sequences are the target's
+own greedy text after training verse openings, written by g4 (build/g4 and the expanded default
+model: tools/quickstart.sh builds both) and kept in OUT/generated.json for later runs.
 
-usage: /usr/bin/python3 tools/default_model/train_assistant.py [--minutes 22] [--out build/default_assistant]
+usage: /usr/bin/python3 tools/default_model/train_assistant.py [--minutes 22] [--generated 2000]
+           [--out build/default_assistant]
 Writes OUT/trained.pt (float32 weights, config, vocabulary, ordering, log).
 """
 import argparse
+import concurrent.futures
 import json
 import math
 import os
 import random
+import subprocess
 import sys
 import time
 
@@ -53,6 +58,26 @@ def sequences(data, verse_idx, n, T, rng):
         s = starts[rng.randrange(len(starts))]
         out.append(([BOS] + stream[s:s + T - 1]) if rng.random() < 0.85 else stream[s:s + T])
     return out, stream
+
+
+def generated(g4, model, data, verse_idx, n, T, rng, procs):
+    """n sequences of T full ids in the target's own words: <bos>, the opening of a training verse
+    (2 tokens to half the verse), then the target's greedy continuation (g4 run, --ignore-eos).
+    In use the drafter reads the target's output, not the corpus: the target's next token there
+    is its argmax over its own text, which corpus sequences alone under-represent."""
+    jobs = []
+    for _ in range(n):
+        v = data["verse_ids"][verse_idx[rng.randrange(len(verse_idx))]]
+        jobs.append([BOS] + v[:rng.randint(2, max(2, len(v) // 2))])
+
+    def run(prompt):
+        cmd = [g4, "run", "--model", model, "--ids", ",".join(map(str, prompt)), "-n",
+               str(T - len(prompt)), "--ignore-eos", "--json", "--threads", "1"]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        return prompt + json.loads(out.strip().splitlines()[-1])["ids"]
+
+    with concurrent.futures.ThreadPoolExecutor(procs) as pool:
+        return list(pool.map(run, jobs))
 
 
 @torch.no_grad()
@@ -150,6 +175,13 @@ def main():
     ap.add_argument("--out", default=os.path.join(corpus.ROOT, "build", "default_assistant"))
     ap.add_argument("--src", default=os.path.join(corpus.ROOT, "models", "default"))
     ap.add_argument("--sequences", type=int, default=1000)
+    ap.add_argument("--generated", type=int, default=0,
+                    help="sequences of the target's own greedy text, from training verse openings")
+    ap.add_argument("--g4", default=os.path.join(corpus.ROOT, "build", "g4"),
+                    help="the engine that writes --generated's text")
+    ap.add_argument("--g4-model", default=os.path.join(os.environ.get("G4_ASSETS", os.path.join(
+        corpus.ROOT, "assets")), "models", "default"), help="the default model, expanded")
+    ap.add_argument("--gen-procs", type=int, default=1)
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--anchors", type=int, default=16, help="draft positions per sequence and batch")
@@ -179,6 +211,19 @@ def main():
     train_idx, held_idx = split(data)
     seqs, stream = sequences(data, train_idx, args.sequences, args.seq, rng)
     held_seqs, _ = sequences(data, held_idx, 100, args.seq, random.Random(7))
+    if args.generated:
+        t0 = time.time()
+        gen_path = os.path.join(args.out, "generated.json")
+        key = {"n": args.generated, "seq": args.seq, "seed": args.seed}
+        cached = json.load(open(gen_path)) if os.path.exists(gen_path) else {}
+        if cached.get("key") == key:
+            gen = cached["sequences"]
+        else:
+            gen = generated(args.g4, args.g4_model, data, train_idx, args.generated, args.seq,
+                            random.Random(args.seed + 1), args.gen_procs)
+            json.dump({"key": key, "sequences": gen}, open(gen_path, "w"))
+        seqs += gen
+        print(f"{len(gen)} sequences of the target's own text: {time.time() - t0:.0f}s", flush=True)
     freq = {}
     for t in stream:
         freq[t] = freq.get(t, 0) + 1
