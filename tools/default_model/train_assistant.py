@@ -74,7 +74,9 @@ def generated(g4, model, data, verse_idx, n, T, rng, procs):
         cmd = [g4, "run", "--model", model, "--ids", ",".join(map(str, prompt)), "-n",
                str(T - len(prompt)), "--ignore-eos", "--json", "--threads", "1"]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-        return prompt + json.loads(out.strip().splitlines()[-1])["ids"]
+        seq = prompt + json.loads(out.strip().splitlines()[-1])["ids"]
+        assert len(seq) == T, f"g4 run gave {len(seq) - len(prompt)} tokens, asked for {T - len(prompt)}"
+        return seq
 
     with concurrent.futures.ThreadPoolExecutor(procs) as pool:
         return list(pool.map(run, jobs))
@@ -181,7 +183,7 @@ def main():
                     help="the engine that writes --generated's text")
     ap.add_argument("--g4-model", default=os.path.join(os.environ.get("G4_ASSETS", os.path.join(
         corpus.ROOT, "assets")), "models", "default"), help="the default model, expanded")
-    ap.add_argument("--gen-procs", type=int, default=1)
+    ap.add_argument("--gen-procs", type=int, default=1, help="g4 processes writing --generated at once")
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--anchors", type=int, default=16, help="draft positions per sequence and batch")
