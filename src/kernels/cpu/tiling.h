@@ -17,10 +17,19 @@ constexpr int kPrefetchBytes = 12 * 1024;
 // 600 MB q4 matrix-vector on 2 threads at 30.1 GB/s against 28.0 with 12 KiB (q8 30.2 / 29.0; the
 // distances alternated in one process, the plain read of the same VM 29.3).
 constexpr int kGroupPrefetchBytes = 4 * 1024;
-template <int kDistance = kPrefetchBytes>
+template <int kDistance = kPrefetchBytes, int kLocality = 3>
 inline void PrefetchAhead(const void* p) {
-  __builtin_prefetch(static_cast<const char*>(p) + kDistance, 0, 3);
+  __builtin_prefetch(static_cast<const char*>(p) + kDistance, 0, kLocality);
 }
+// Passes over short bf16 rows (kBf16ShortRowCols) on CPUs whose passes do not prefetch into L1
+// (SoftwarePrefetchInPasses) ask for their weights this far ahead into L2 (locality 2,
+// prefetcht1). On a Zen 4 core, BM_VerifyHead (the default model's LM head, 262,144 x 128, one
+// thread) read two x rows in 2.0-2.4 ms against 2.8-3.5 without, three in 2.5-2.8 against
+// 3.3-3.9, eight in 6.7-6.8 against 9.0-9.3; one row about the same (1.6-2.7 against 2.1-2.9;
+// plain decoding unchanged). 8-32 KiB were close; 1-4 KiB no better than none; into L1 (locality
+// 3, at 2-12 KiB) or non-temporal (0) 1.4-1.6x slower than none (docs/performance.md "Short-row
+// passes prefetch into L2").
+constexpr int kShortRowPrefetchBytes = 16 * 1024;
 
 // Where activation rows i..i+C-1 of a quantized batch start: their int8 values, block scales and
 // block correction terms (the set-up every C-row tile needs).
@@ -43,8 +52,9 @@ struct ActivationRows {
 // (CpuKernels::bf16_pass_rows): decode and speculative verify passes read each weight once.
 constexpr int kBf16PassRows = 8;
 // bf16 W rows of at most this many columns are short (the default model's LM head has 128): one
-// x row over them is not worth prefetching for, except where passes of several rows prefetch
-// (SoftwarePrefetchInPasses), and the AVX-512 passes take smaller tiles over them. Measured at 128
+// x row over them is not worth prefetching into L1 for, except where passes of several rows do
+// (SoftwarePrefetchInPasses); the AVX-512 passes prefetch them into L2 (kShortRowPrefetchBytes)
+// and take smaller tiles over them. Measured at 128
 // and 1536 columns only (docs/performance.md "One-row bf16 passes on Zen 4"): 512 is a guess.
 constexpr int kBf16ShortRowCols = 512;
 

@@ -22,8 +22,18 @@
 namespace g4 {
 namespace {
 
+// How a pass asks for its weights ahead: not at all, into L1 kPrefetchBytes ahead (decode's long
+// rows; every pass where SoftwarePrefetchInPasses), or into L2 kShortRowPrefetchBytes ahead (short
+// rows elsewhere). Once per 64-byte line.
+enum class Ahead { kNone, kL1, kL2 };
+template <Ahead kAhead>
+[[gnu::always_inline]] inline void AskAhead(const uint16_t* p) {
+  if constexpr (kAhead == Ahead::kL1) PrefetchAhead(p);
+  if constexpr (kAhead == Ahead::kL2) PrefetchAhead<kShortRowPrefetchBytes, 2>(p);
+}
+
 // Columns k..k+15 of the tile's rows into its R x C accumulators.
-template <int R, int C, bool kPrefetch>
+template <int R, int C, Ahead kAhead>
 [[gnu::always_inline]] inline void Step(const uint16_t* const* wp, const float* const* xp, int k,
                                         __m512* acc) {
   __m512 xv[C];
@@ -32,7 +42,7 @@ template <int R, int C, bool kPrefetch>
     asm("" : "+v"(xv[c]));  // one load per x row and step, not one per FMA (GCC folds it)
   }
   for (int a = 0; a < R; ++a) {
-    if (kPrefetch && k % 32 == 0) PrefetchAhead(wp[a] + k);  // once per 64-byte line
+    if (k % 32 == 0) AskAhead<kAhead>(wp[a] + k);
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp[a] + k));
     const __m512 wv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     for (int c = 0; c < C; ++c) acc[a * C + c] = _mm512_fmadd_ps(wv, xv[c], acc[a * C + c]);
@@ -43,10 +53,10 @@ template <int R, int C, bool kPrefetch>
 // lane sum of lane_sums.h, then the columns past the last 16: the same float whatever R and C, so
 // decode, a speculative verify pass and a batch give every row the same logits (greedy verification
 // picks exactly the tokens plain decoding picks). Each widened weight vector goes straight into its
-// C FMAs; the step's x vectors stay in registers. kPrefetch: ask for the weights ahead (decode,
-// memory-bound). Always inlined into its pass: GCC called some tiles (4 x 3) out of line, a call
-// per 4 W rows that cost the 3-row pass a tenth.
-template <int R, int C, bool kPrefetch>
+// C FMAs; the step's x vectors stay in registers. kAhead: how the weights are asked for ahead
+// (memory-bound passes). Always inlined into its pass: GCC called some tiles (4 x 3) out of line, a
+// call per 4 W rows that cost the 3-row pass a tenth.
+template <int R, int C, Ahead kAhead>
 [[gnu::always_inline]] inline void Tile(const uint16_t* w, int cols, int r, const float* x, int i,
                                         float* y, int64_t ldy) {
   static_assert(R * C <= 16);
@@ -57,7 +67,7 @@ template <int R, int C, bool kPrefetch>
   __m512 acc[R * C];
   for (int o = 0; o < R * C; ++o) acc[o] = _mm512_setzero_ps();
   int k = 0;
-  for (; k + 16 <= cols; k += 16) Step<R, C, kPrefetch>(wp, xp, k, acc);
+  for (; k + 16 <= cols; k += 16) Step<R, C, kAhead>(wp, xp, k, acc);
   // The R x C sums in one register, then x row c's R outputs moved to its lanes 0..R-1 and
   // stored together.
   const __m512 sums = [&]<size_t... M>(std::index_sequence<M...>) {
@@ -84,11 +94,13 @@ template <int R, int C, bool kPrefetch>
 }
 
 // W rows per tile for C x rows: as many as fill one register with the R x C lane sums, except over
-// short rows on CPUs whose passes do not prefetch (SoftwarePrefetchInPasses: all but Zen 5), where
-// at most 4. On a Zen 4 core the 16-row prefetching tile read the default model's LM head (262,144
-// x 128) slower with one x row than with two; 4 rows a tile without prefetches read it 1.7-3.3x
-// faster with one x row and 1.4-1.5x with two (docs/performance.md "One-row bf16 passes on
-// Zen 4"). Long rows (1536 columns) keep 16 / C: 4 rows a tile lost a quarter there with one x row.
+// short rows on CPUs whose passes do not prefetch into L1 (SoftwarePrefetchInPasses: all but Zen
+// 5), where at most 4 (with the L2 prefetches too: 8 slowed one x row by a third, 2 slowed three
+// x rows by a sixth). On a Zen 4 core the 16-row prefetching tile read the default model's LM head
+// (262,144 x 128) slower with one x row than with two; 4 rows a tile without prefetches read
+// it 1.7-3.3x faster with one x row and 1.4-1.5x with two (docs/performance.md "One-row bf16 passes
+// on Zen 4"). Long rows (1536 columns) keep 16 / C: 4 rows a tile lost a quarter there with one x
+// row.
 constexpr int TileRows(int c, bool short_rows_unprefetched) {
   return short_rows_unprefetched ? std::min(16 / c, 4) : 16 / c;
 }
@@ -97,36 +109,38 @@ constexpr int TileRows(int c, bool short_rows_unprefetched) {
 // with every pass inlined into MatMulBf16, GCC's inlining budget ran out and it called tiles or
 // their lane sums out of line in some passes (the 2-row pass spent 15% of `--spec mtp` decoding
 // in the call).
-template <int C, bool kPrefetch, int R>
+template <int C, Ahead kAhead, int R>
 [[gnu::noinline]] void Pass(const WeightMatrix& w, int r0, int r1, const float* x, int i, float* y,
                             int64_t ldy) {
   // W's data and row length in locals: read through `w` they were loaded again every tile.
   const auto* data = static_cast<const uint16_t*>(w.data);
   const int cols = w.cols;
   int r = r0;
-  for (; r + R <= r1; r += R) Tile<R, C, kPrefetch>(data, cols, r, x, i, y, ldy);
-  for (; r < r1; ++r) Tile<1, C, kPrefetch>(data, cols, r, x, i, y, ldy);
+  for (; r + R <= r1; r += R) Tile<R, C, kAhead>(data, cols, r, x, i, y, ldy);
+  for (; r < r1; ++r) Tile<1, C, kAhead>(data, cols, r, x, i, y, ldy);
 }
 
 // y[i * ldy + r] = W row r . x row i (CpuKernels::matmul_bf16). Decode and a speculative verify
 // pass (n <= 8) read each weight once, in tasks sized like decode's, prefetching as
-// Bf16PassPrefetches says (kernels/cpu/tiling.h). More rows (prefill) take 8 x 2 tiles over the
-// task's W rows, which the caller sizes to stay in L2 (kernels/ops.cc).
+// Bf16PassPrefetches says (kernels/cpu/tiling.h), short rows where it says no into L2. More rows
+// (prefill) take 8 x 2 tiles over the task's W rows, which the caller sizes to stay in L2
+// (kernels/ops.cc).
 template <bool kPrefetchBatch>
 void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
                 int64_t ldy) {
   const bool short_unprefetched = !kPrefetchBatch && w.cols <= kBf16ShortRowCols;
   if (WithPassRows<kBf16PassRows>(n, [&]<int C>() {
         if (short_unprefetched)
-          Pass<C, Bf16PassPrefetches(C, true, false), TileRows(C, true)>(w, r0, r1, x, 0, y, ldy);
+          Pass<C, Ahead::kL2, TileRows(C, true)>(w, r0, r1, x, 0, y, ldy);
         else
-          Pass<C, Bf16PassPrefetches(C, false, kPrefetchBatch), TileRows(C, false)>(w, r0, r1, x, 0,
-                                                                                    y, ldy);
+          Pass<C, Bf16PassPrefetches(C, false, kPrefetchBatch) ? Ahead::kL1 : Ahead::kNone,
+               TileRows(C, false)>(w, r0, r1, x, 0, y, ldy);
       }))
     return;
   const auto* data = static_cast<const uint16_t*>(w.data);
+  const int cols = w.cols;
   auto tile = [&]<int R, int C>(int r, int i) {
-    Tile<R, C, C == 1>(data, w.cols, r, x, i, y, ldy);
+    Tile<R, C, C == 1 ? Ahead::kL1 : Ahead::kNone>(data, cols, r, x, i, y, ldy);
   };
   WalkTiles<TileRows(2, false), 2>(r0, r1, n, tile);
 }
