@@ -21,15 +21,15 @@ template <int kDistance = kPrefetchBytes, int kLocality = 3>
 inline void PrefetchAhead(const void* p) {
   __builtin_prefetch(static_cast<const char*>(p) + kDistance, 0, kLocality);
 }
-// Passes over short bf16 rows (kBf16ShortRowCols) on CPUs whose passes do not prefetch into L1
+// The AVX-512 bf16 passes (1-8 x rows) on CPUs whose passes do not prefetch into L1
 // (SoftwarePrefetchInPasses) ask for their weights this far ahead into L2 (locality 2,
-// prefetcht1). On a Zen 4 core, BM_VerifyHead (the default model's LM head, 262,144 x 128, one
-// thread) read two x rows in 2.0-2.4 ms against 2.8-3.5 without, three in 2.5-2.8 against
-// 3.3-3.9, eight in 6.7-6.8 against 9.0-9.3; one row about the same (1.6-2.7 against 2.1-2.9;
-// plain decoding unchanged). 8-32 KiB were close; 1-4 KiB no better than none; into L1 (locality
-// 3, at 2-12 KiB) or non-temporal (0) 1.4-1.6x slower than none (docs/performance.md "Short-row
-// passes prefetch into L2").
-constexpr int kShortRowPrefetchBytes = 16 * 1024;
+// prefetcht1). On a Zen 4 core, one thread: BM_VerifyHead (the default model's LM head, 262,144 x
+// 128) read two x rows in 2.0-2.4 ms against 2.8-3.5 without, three in 2.5-2.8 against 3.3-3.9,
+// one about the same (plain decoding unchanged); BM_Decode (1536-column rows) one row in 28 ms
+// against 32-34 with kPrefetchBytes into L1, two in 27-28 against 35-38 without. 8-32 KiB were
+// close; 1-4 KiB no better than none; into L1 (locality 3, at 2-12 KiB) or non-temporal (0) over
+// the short rows 1.4-1.6x slower than none (docs/performance.md "bf16 passes prefetch into L2").
+constexpr int kL2PrefetchBytes = 16 * 1024;
 
 // Where activation rows i..i+C-1 of a quantized batch start: their int8 values, block scales and
 // block correction terms (the set-up every C-row tile needs).
@@ -53,8 +53,7 @@ struct ActivationRows {
 constexpr int kBf16PassRows = 8;
 // bf16 W rows of at most this many columns are short (the default model's LM head has 128): one
 // x row over them is not worth prefetching into L1 for, except where passes of several rows do
-// (SoftwarePrefetchInPasses); the AVX-512 passes prefetch them into L2 (kShortRowPrefetchBytes)
-// and take smaller tiles over them. Measured at 128
+// (SoftwarePrefetchInPasses); the AVX-512 passes take smaller tiles over them. Measured at 128
 // and 1536 columns only (docs/performance.md "One-row bf16 passes on Zen 4"): 512 is a guess.
 constexpr int kBf16ShortRowCols = 512;
 

@@ -22,14 +22,14 @@
 namespace g4 {
 namespace {
 
-// How a pass asks for its weights ahead: not at all, into L1 kPrefetchBytes ahead (decode's long
-// rows; every pass where SoftwarePrefetchInPasses), or into L2 kShortRowPrefetchBytes ahead (short
-// rows elsewhere). Once per 64-byte line.
+// How a tile asks for its weights ahead, once per 64-byte line: not at all (prefill's tiles of
+// several x rows), into L1 kPrefetchBytes ahead (prefill's one-row tiles; every pass where
+// SoftwarePrefetchInPasses), or into L2 kL2PrefetchBytes ahead (passes elsewhere).
 enum class Ahead { kNone, kL1, kL2 };
 template <Ahead kAhead>
 [[gnu::always_inline]] inline void AskAhead(const uint16_t* p) {
   if constexpr (kAhead == Ahead::kL1) PrefetchAhead(p);
-  if constexpr (kAhead == Ahead::kL2) PrefetchAhead<kShortRowPrefetchBytes, 2>(p);
+  if constexpr (kAhead == Ahead::kL2) PrefetchAhead<kL2PrefetchBytes, 2>(p);
 }
 
 // Columns k..k+15 of the tile's rows into its R x C accumulators.
@@ -95,15 +95,13 @@ template <int R, int C, Ahead kAhead>
 
 // W rows per tile for C x rows: as many as fill one register with the R x C lane sums, except over
 // short rows on CPUs whose passes do not prefetch into L1 (SoftwarePrefetchInPasses: all but Zen
-// 5), where at most 4 (with the L2 prefetches too: 8 slowed one x row by a third, 2 slowed three
-// x rows by a sixth). On a Zen 4 core the 16-row prefetching tile read the default model's LM head
-// (262,144 x 128) slower with one x row than with two; 4 rows a tile without prefetches read
+// 5), where at most 4 (with the L2 prefetches too: 8 slowed one x row by a third or more, 2 slowed
+// three x rows by 15-70%). On a Zen 4 core the 16-row prefetching tile read the default model's LM
+// head (262,144 x 128) slower with one x row than with two; 4 rows a tile without prefetches read
 // it 1.7-3.3x faster with one x row and 1.4-1.5x with two (docs/performance.md "One-row bf16 passes
 // on Zen 4"). Long rows (1536 columns) keep 16 / C: 4 rows a tile lost a quarter there with one x
 // row.
-constexpr int TileRows(int c, bool short_rows_unprefetched) {
-  return short_rows_unprefetched ? std::min(16 / c, 4) : 16 / c;
-}
+constexpr int TileRows(int c, bool short_rows) { return short_rows ? std::min(16 / c, 4) : 16 / c; }
 
 // W rows [r0, r1) x the C x rows from row i in one pass, R W rows a tile. A function of its own:
 // with every pass inlined into MatMulBf16, GCC's inlining budget ran out and it called tiles or
@@ -121,20 +119,21 @@ template <int C, Ahead kAhead, int R>
 }
 
 // y[i * ldy + r] = W row r . x row i (CpuKernels::matmul_bf16). Decode and a speculative verify
-// pass (n <= 8) read each weight once, in tasks sized like decode's, prefetching as
-// Bf16PassPrefetches says (kernels/cpu/tiling.h), short rows where it says no into L2. More rows
+// pass (n <= 8) read each weight once, in tasks sized like decode's, asking for the weights ahead
+// into L1 where SoftwarePrefetchInPasses (`kPrefetchBatch`), into L2 elsewhere (kernels/cpu/
+// tiling.h kL2PrefetchBytes). More rows
 // (prefill) take 8 x 2 tiles over the task's W rows, which the caller sizes to stay in L2
 // (kernels/ops.cc).
 template <bool kPrefetchBatch>
 void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
                 int64_t ldy) {
-  const bool short_unprefetched = !kPrefetchBatch && w.cols <= kBf16ShortRowCols;
+  constexpr Ahead kPassAhead = kPrefetchBatch ? Ahead::kL1 : Ahead::kL2;
+  const bool short_rows = !kPrefetchBatch && w.cols <= kBf16ShortRowCols;
   if (WithPassRows<kBf16PassRows>(n, [&]<int C>() {
-        if (short_unprefetched)
-          Pass<C, Ahead::kL2, TileRows(C, true)>(w, r0, r1, x, 0, y, ldy);
+        if (short_rows)
+          Pass<C, kPassAhead, TileRows(C, true)>(w, r0, r1, x, 0, y, ldy);
         else
-          Pass<C, Bf16PassPrefetches(C, false, kPrefetchBatch) ? Ahead::kL1 : Ahead::kNone,
-               TileRows(C, false)>(w, r0, r1, x, 0, y, ldy);
+          Pass<C, kPassAhead, TileRows(C, false)>(w, r0, r1, x, 0, y, ldy);
       }))
     return;
   const auto* data = static_cast<const uint16_t*>(w.data);
