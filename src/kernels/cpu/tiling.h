@@ -23,12 +23,14 @@ inline void PrefetchAhead(const void* p) {
 }
 // The AVX-512 bf16 passes (1-8 x rows) on CPUs whose passes do not prefetch into L1
 // (SoftwarePrefetchInPasses) ask for their weights this far ahead into L2 (locality 2,
-// prefetcht1). On a Zen 4 core, one thread: BM_VerifyHead (the default model's LM head, 262,144 x
-// 128) read two x rows in 2.0-2.4 ms against 2.8-3.5 without, three in 2.5-2.8 against 3.3-3.9,
-// one about the same (plain decoding unchanged); BM_Decode (1536-column rows) one row in 28 ms
-// against 32-34 with kPrefetchBytes into L1, two in 27-28 against 35-38 without. 8-32 KiB were
-// close; 1-4 KiB no better than none; into L1 (locality 3, at 2-12 KiB) or non-temporal (0) over
-// the short rows 1.4-1.6x slower than none (docs/performance.md "bf16 passes prefetch into L2").
+// prefetcht1), all but one x row over short rows. On a Zen 4 core, one thread: BM_VerifyHead (the
+// default model's LM head, 262,144 x 128) read two x rows in 2.0-2.4 ms against 2.8-3.5 without,
+// three in 2.5-2.8 against 3.3-3.9; one row no faster, and plain decoding of the default model
+// lost (g4 bench, 6 rounds alternated: 311-401 tok/s against 372-418 before); BM_Decode
+// (1536-column rows) one row in 28 ms against 32-34 with kPrefetchBytes into L1, two in 27-28
+// against 35-38 without. 8-32 KiB were close; 1-4 KiB no better than none; into L1 (locality 3, at
+// 2-12 KiB) or non-temporal (0) over the short rows 1.4-1.6x slower than none (docs/performance.md
+// "bf16 passes prefetch into L2").
 constexpr int kL2PrefetchBytes = 16 * 1024;
 
 // Where activation rows i..i+C-1 of a quantized batch start: their int8 values, block scales and

@@ -120,17 +120,17 @@ template <int C, Ahead kAhead, int R>
 
 // y[i * ldy + r] = W row r . x row i (CpuKernels::matmul_bf16). Decode and a speculative verify
 // pass (n <= 8) read each weight once, in tasks sized like decode's, asking for the weights ahead
-// into L1 where SoftwarePrefetchInPasses (`kPrefetchBatch`), into L2 elsewhere
-// (kL2PrefetchBytes, kernels/cpu/tiling.h). More rows (prefill) take 8 x 2 tiles over the task's W
-// rows, which the caller sizes to stay in L2 (kernels/ops.cc).
+// into L1 where SoftwarePrefetchInPasses (`kPrefetchBatch`), into L2 elsewhere except one x row
+// over short rows (kL2PrefetchBytes, kernels/cpu/tiling.h). More rows (prefill) take 8 x 2 tiles
+// over the task's W rows, which the caller sizes to stay in L2 (kernels/ops.cc).
 template <bool kPrefetchBatch>
 void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
                 int64_t ldy) {
   constexpr Ahead kPassAhead = kPrefetchBatch ? Ahead::kL1 : Ahead::kL2;
   const bool short_rows = !kPrefetchBatch && w.cols <= kBf16ShortRowCols;
   if (WithPassRows<kBf16PassRows>(n, [&]<int C>() {
-        if (short_rows)
-          Pass<C, kPassAhead, TileRows(C, true)>(w, r0, r1, x, 0, y, ldy);
+        if (short_rows)  // one x row over them: fastest asking for nothing (kL2PrefetchBytes)
+          Pass<C, C == 1 ? Ahead::kNone : kPassAhead, TileRows(C, true)>(w, r0, r1, x, 0, y, ldy);
         else
           Pass<C, kPassAhead, TileRows(C, false)>(w, r0, r1, x, 0, y, ldy);
       }))
