@@ -61,8 +61,8 @@ constexpr int kBf16ShortRowCols = 512;
 
 // Whether a bf16 pass of C x rows (C <= kBf16PassRows) of the AVX2 table asks for its weights
 // ahead: decode's one row over long W rows always (memory-bound), any pass where passes prefetch
-// (`prefetch_batch`: SoftwarePrefetchInPasses). The AVX-512 passes all do, into L2 where not
-// (kL2PrefetchBytes); the AVX2 ones were not measured with that.
+// (`prefetch_batch`: SoftwarePrefetchInPasses). The AVX-512 table has its own rule
+// (PassAhead: into L2 where not, kL2PrefetchBytes); the AVX2 passes were not measured with that.
 constexpr bool Bf16PassPrefetches(int c, bool short_rows, bool prefetch_batch) {
   return prefetch_batch || (c == 1 && !short_rows);
 }

@@ -103,6 +103,14 @@ template <int R, int C, Ahead kAhead>
 // row.
 constexpr int TileRows(int c, bool short_rows) { return short_rows ? std::min(16 / c, 4) : 16 / c; }
 
+// How a pass of C x rows asks for its weights ahead: into L1 where passes prefetch
+// (`prefetch_batch`: SoftwarePrefetchInPasses), elsewhere into L2 except one x row over short rows,
+// which reads fastest asking for nothing (kernels/cpu/tiling.h kL2PrefetchBytes).
+constexpr Ahead PassAhead(int c, bool short_rows, bool prefetch_batch) {
+  if (prefetch_batch) return Ahead::kL1;
+  return c == 1 && short_rows ? Ahead::kNone : Ahead::kL2;
+}
+
 // W rows [r0, r1) x the C x rows from row i in one pass, R W rows a tile. A function of its own:
 // with every pass inlined into MatMulBf16, GCC's inlining budget ran out and it called tiles or
 // their lane sums out of line in some passes (the 2-row pass spent 15% of `--spec mtp` decoding
@@ -120,19 +128,17 @@ template <int C, Ahead kAhead, int R>
 
 // y[i * ldy + r] = W row r . x row i (CpuKernels::matmul_bf16). Decode and a speculative verify
 // pass (n <= 8) read each weight once, in tasks sized like decode's, asking for the weights ahead
-// into L1 where SoftwarePrefetchInPasses (`kPrefetchBatch`), into L2 elsewhere except one x row
-// over short rows (kL2PrefetchBytes, kernels/cpu/tiling.h). More rows (prefill) take 8 x 2 tiles
-// over the task's W rows, which the caller sizes to stay in L2 (kernels/ops.cc).
+// as PassAhead says. More rows (prefill) take 8 x 2 tiles over the task's W rows, which the caller
+// sizes to stay in L2 (kernels/ops.cc).
 template <bool kPrefetchBatch>
 void MatMulBf16(const WeightMatrix& w, int r0, int r1, const float* x, int n, float* y,
                 int64_t ldy) {
-  constexpr Ahead kPassAhead = kPrefetchBatch ? Ahead::kL1 : Ahead::kL2;
   const bool short_rows = !kPrefetchBatch && w.cols <= kBf16ShortRowCols;
   if (WithPassRows<kBf16PassRows>(n, [&]<int C>() {
-        if (short_rows)  // one x row over them: fastest asking for nothing (kL2PrefetchBytes)
-          Pass<C, C == 1 ? Ahead::kNone : kPassAhead, TileRows(C, true)>(w, r0, r1, x, 0, y, ldy);
+        if (short_rows)
+          Pass<C, PassAhead(C, true, kPrefetchBatch), TileRows(C, true)>(w, r0, r1, x, 0, y, ldy);
         else
-          Pass<C, kPassAhead, TileRows(C, false)>(w, r0, r1, x, 0, y, ldy);
+          Pass<C, PassAhead(C, false, kPrefetchBatch), TileRows(C, false)>(w, r0, r1, x, 0, y, ldy);
       }))
     return;
   const auto* data = static_cast<const uint16_t*>(w.data);
