@@ -70,9 +70,11 @@ int Sampler::Sample(float* logits, const std::vector<int>& history, const uint64
     if (allowed) ApplyTokenMask(logits, vocab_, allowed);
     int best = static_cast<int>(ArgMax(logits, vocab_));
     if (allowed) greedy_allowed_.assign(allowed, allowed + (vocab_ + 63) / 64);
-    // Keep the raw logits; the softcapped, normalised distribution is computed only if logprobs
-    // are asked for (a softcap + exp pass over 262k logits costs ms per row, per step).
-    last_logits_.assign(logits, logits + vocab_);
+    // Point at the raw logits: the softcapped, normalised distribution is computed (and the
+    // logits copied) only if logprobs are asked for. A softcap + exp pass over 262k logits costs
+    // ms per row, and even the 1 MiB copy was a twentieth of a speculative pass of two rows on the
+    // default model (the pass is one 64 MiB weight read; docs/performance.md).
+    greedy_logits_ = logits;
     norm_pending_ = true;
     return best;
   }
@@ -203,6 +205,7 @@ double TokenDistribution::ProbOf(int id) const {
 void Sampler::Normalize() const {
   if (!norm_pending_) return;
   norm_pending_ = false;
+  last_logits_.assign(greedy_logits_, greedy_logits_ + vocab_);
   Softcap(last_logits_.data(), vocab_, softcap_);
   for (int id : params_.suppress_tokens)
     if (id >= 0 && id < vocab_) last_logits_[id] = -INFINITY;

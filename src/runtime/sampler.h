@@ -57,7 +57,8 @@ class Sampler {
   int Draw(const TokenDistribution& dist);
 
   // After Sample(): log-probability of `token` under the final distribution (softcapped, with
-  // penalties and temperature; greedy uses temperature 1).
+  // penalties and temperature; greedy uses temperature 1). After a plain greedy Sample (no
+  // penalties or bias) it reads the `logits` that call was given: ask before they change.
   double LogProb(int token) const;
   // The k most likely tokens under that distribution, with log-probabilities.
   std::vector<std::pair<int, double>> TopLogProbs(int k) const;
@@ -75,9 +76,10 @@ class Sampler {
   int vocab_;
   std::mt19937_64 rng_;
   void Normalize() const;  // finishes a greedy call's distribution on first use
-  // Distribution of the last call, for logprobs; after a plain greedy call, raw logits until
-  // Normalize() runs (lazily: most requests never ask).
+  // Distribution of the last call, for logprobs. A plain greedy call only points at its raw
+  // logits (greedy_logits_); Normalize() copies them here on first use (most requests never ask).
   mutable std::vector<float> last_logits_;
+  const float* greedy_logits_ = nullptr;
   mutable double last_log_norm_ = 0;
   mutable bool norm_pending_ = false;
   // Candidate ids by logit and their weights: kept across calls so sampling does not allocate.
