@@ -276,4 +276,10 @@ void Softcap(float* x, int64_t n, float softcap) {
 
 int64_t ArgMax(const float* x, int64_t n) { return ActiveKernels().argmax(x, n); }
 
+void PrefetchWeights(const WeightMatrix& w) {
+  const char* bytes = static_cast<const char*>(w.data);
+  const size_t n = WeightBytes(w.type, w.rows, w.cols);
+  for (size_t b = 0; b < n; b += 64) __builtin_prefetch(bytes + b, 0, 2);
+}
+
 }  // namespace g4

@@ -35,6 +35,11 @@ void MatMulShared(const MatMulOutput* outs, int n_outs, const float* x, int n, T
 void MatMulGeluMul(const MatMulOutput& gate, const MatMulOutput& up, const float* x, int n,
                    ThreadPool& pool);
 
+// Asks for all of W's bytes into L2 (a hint: returns once the requests are issued, reads
+// nothing). For a chain of small products that will read each matrix once from memory: asked
+// together, the lines come in parallel instead of each product waiting for its own.
+void PrefetchWeights(const WeightMatrix& w);
+
 // Row `row` of W widened to fp32 (embedding lookup from the tied matrix).
 void DequantizeRow(const WeightMatrix& w, int row, float* out);
 

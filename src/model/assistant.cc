@@ -125,14 +125,19 @@ Status Assistant::Bind(const std::string& path, WeightType quant) {
   // the calling thread. The default assistant's 2.7 MiB step, 2 threads on the loaded VM: 2.2 ms
   // through the target's pool (~25 hand-offs, each waiting for a worker that shares its core
   // with other processes), 0.5 ms on the calling thread (docs/performance.md).
-  size_t step_bytes = 0;
-  for (const WeightMatrix* m : {&pre_projection_, &post_projection_, &centroids_})
-    step_bytes += WeightBytes(m->type, m->rows, m->cols);
+  trunk_matrices_ = {&pre_projection_};
   for (const Layer& l : layers_)
     for (const WeightMatrix* m : {&l.q_proj, &l.o_proj, &l.gate_proj, &l.up_proj, &l.down_proj})
-      step_bytes += WeightBytes(m->type, m->rows, m->cols);
-  step_bytes += WeightBytes(embed_.type, static_cast<int>(n_candidates), embed_.cols);
+      trunk_matrices_.push_back(m);
+  trunk_matrices_.push_back(&post_projection_);
+  size_t trunk_bytes = 0;
+  for (const WeightMatrix* m : trunk_matrices_)
+    trunk_bytes += WeightBytes(m->type, m->rows, m->cols);
+  const size_t step_bytes = trunk_bytes +
+                            WeightBytes(centroids_.type, centroids_.rows, centroids_.cols) +
+                            WeightBytes(embed_.type, static_cast<int>(n_candidates), embed_.cols);
   step_pool_ = step_bytes <= kSerialStepBytes ? &serial_ : &target_.pool();
+  warm_trunk_ = step_pool_ == &serial_ && trunk_bytes <= kWarmTrunkBytes;
   attention_.Reserve(step_pool_->size(), max_heads, max_hd, 0);
   return OkStatus();
 }
@@ -257,6 +262,8 @@ Status Assistant::Trunk(const KvCache& cache, int token, int64_t pos, const floa
         "the target's embedding table became unreadable (truncated or rewritten "
         "on disk); restart to load it again");
   std::memcpy(in_.data() + Hb, h, sizeof(float) * Hb);
+  if (warm_trunk_)
+    for (const WeightMatrix* m : trunk_matrices_) PrefetchWeights(*m);
   MatMul(pre_projection_, in_.data(), 1, x_.data(), pool);
 
   for (size_t li = 0; li < p.layers.size(); ++li) {
