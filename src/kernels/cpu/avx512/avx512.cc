@@ -357,7 +357,8 @@ struct Tiles {
 // do, where into L1 made them slower): BM_Decode q4, 600 MB, one thread on a Zen 4 core, two x
 // rows in 30.9-31.4 ms against 38.2-40.4 without, three in 28.8-30.8 against 41.4-42.2 (one row,
 // which prefetches as before, 22.6-25.4). The same for q8 was no faster (two rows 30.7-34.4
-// against 30.5-31.2, three 35.5-38.9 against 32.6-33.5), so q8's passes ask for nothing there.
+// against 30.5-31.2, three 35.5-38.9 against 32.6-33.5; into L1 as on Zen 5 slower still), so
+// q8's passes ask for nothing there.
 constexpr int kPrefetchedPassRows = 16;
 template <bool kIsQ4, int kAheadBytes, int kLocality>
 void MatMulPrefetchingFirstTile(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x,
