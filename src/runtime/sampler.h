@@ -42,8 +42,8 @@ class Sampler {
   // look at (the generated ones, like OpenAI; pass the prompt too for HF semantics).
   // `allowed`, when given, restricts the choice to the tokens whose bit is set (bit id%64 of word
   // id/64; constrained output: a grammar's mask, a forced tool call's next tokens): every other
-  // token gets probability 0, after softcap, penalties and logit_bias, greedy or sampled. The
-  // mask is copied only if logprobs are asked for later, so it must live until Sample returns.
+  // token gets probability 0, after softcap, penalties and logit_bias, greedy or sampled. A plain
+  // greedy call copies the mask for later logprobs: it need only live until Sample returns.
   int Sample(float* logits, const std::vector<int>& history, const uint64_t* allowed = nullptr);
 
   // The distribution Sample() draws from for these logits (softcap, processors, temperature,

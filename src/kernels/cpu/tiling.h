@@ -17,8 +17,10 @@ constexpr int kPrefetchBytes = 12 * 1024;
 // 600 MB q4 matrix-vector on 2 threads at 30.1 GB/s against 28.0 with 12 KiB (q8 30.2 / 29.0; the
 // distances alternated in one process, the plain read of the same VM 29.3).
 constexpr int kGroupPrefetchBytes = 4 * 1024;
+// Always inlined: a call GCC leaves out of line has no visible effect, so it is dropped as dead
+// (the AVX-512 row-group pair tiles lost every prefetch that way when called through AskAhead).
 template <int kDistance = kPrefetchBytes, int kLocality = 3>
-inline void PrefetchAhead(const void* p) {
+[[gnu::always_inline]] inline void PrefetchAhead(const void* p) {
   __builtin_prefetch(static_cast<const char*>(p) + kDistance, 0, kLocality);
 }
 // The AVX-512 bf16 passes (1-8 x rows) on CPUs whose passes do not prefetch into L1
@@ -32,6 +34,17 @@ inline void PrefetchAhead(const void* p) {
 // 2-12 KiB) or non-temporal (0) over the short rows 1.4-1.6x slower than none (docs/performance.md
 // "bf16 passes prefetch into L2").
 constexpr int kL2PrefetchBytes = 16 * 1024;
+
+// How a tile of a memory-bound pass asks for its weights ahead, once per 64-byte line: not at all,
+// into L1 kL1Distance ahead (kPrefetchBytes for row-major rows, kGroupPrefetchBytes for row
+// groups), or into L2 kL2PrefetchBytes ahead. Which one a pass takes is each table's rule
+// (PassAhead for the AVX-512 bf16 passes, QuantizedPassAhead for its q8/q4 passes).
+enum class Ahead { kNone, kL1, kL2 };
+template <Ahead kAhead, int kL1Distance = kPrefetchBytes>
+[[gnu::always_inline]] inline void AskAhead(const void* p) {
+  if constexpr (kAhead == Ahead::kL1) PrefetchAhead<kL1Distance, 3>(p);
+  if constexpr (kAhead == Ahead::kL2) PrefetchAhead<kL2PrefetchBytes, 2>(p);
+}
 
 // Where activation rows i..i+C-1 of a quantized batch start: their int8 values, block scales and
 // block correction terms (the set-up every C-row tile needs).

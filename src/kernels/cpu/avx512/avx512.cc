@@ -258,9 +258,9 @@ inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int 
 // Two row groups (32 rows) at once for C activation rows: each activation broadcast feeds two
 // weight vectors, so per block and activation row 16 vpdpbusd take 8 broadcasts (GroupTile: 8
 // and 8). The integer sums and the float steps per lane are those of GroupTile, in the same
-// order: the results are bit-identical. kAheadBytes > 0: ask for the weights that far ahead with
-// that locality (MatMulPrefetchingFirstTile), once per 64-byte line.
-template <bool kIsQ4, int kAheadBytes, int kLocality, int C>
+// order: the results are bit-identical. kAhead: how the weights are asked for ahead
+// (MatMulPrefetchingFirstTile; into L1 at kGroupPrefetchBytes, the row groups' distance).
+template <bool kIsQ4, Ahead kAhead, int C>
 inline void GroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
                           int64_t ldy) {
   constexpr int kBlockBytes = kIsQ4 ? 256 : 512;
@@ -281,7 +281,7 @@ inline void GroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, 
       __m512i lo[2], hi[2];
       for (int g = 0; g < 2; ++g) {
         const uint8_t* bytes_at = wq[g] + static_cast<size_t>(b) * kBlockBytes + 64 * v;
-        if constexpr (kAheadBytes > 0) PrefetchAhead<kAheadBytes, kLocality>(bytes_at);
+        AskAhead<kAhead, kGroupPrefetchBytes>(bytes_at);
         const __m512i bytes = _mm512_loadu_si512(bytes_at);
         if constexpr (kIsQ4) {
           lo[g] = _mm512_and_si512(bytes, low_nibbles);
@@ -301,8 +301,7 @@ inline void GroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, 
       }
     }
     for (int g = 0; g < 2; ++g) {
-      if (kAheadBytes > 0 && b % 2 == 0)
-        PrefetchAhead<kAheadBytes, kLocality>(wd[g] + b * kRowGroup);
+      if (b % 2 == 0) AskAhead<kAhead, kGroupPrefetchBytes>(wd[g] + b * kRowGroup);
       const __m512 dw = _mm512_cvtph_ps(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd[g] + b * kRowGroup)));
       for (int c = 0; c < C; ++c) {
@@ -319,8 +318,8 @@ inline void GroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, 
 
 // The tiles for the shared driver (kernels/cpu/matmul_driver.h): row groups 4 x rows at a time
 // (the rows left in one narrower tile), row-major tiles 4 x 4. The pair tiles ask for their
-// weights kPairAheadBytes ahead with kPairLocality (none at 0 bytes).
-template <bool kIsQ4, int kPairAheadBytes = 0, int kPairLocality = 3>
+// weights ahead as kPairAhead says.
+template <bool kIsQ4, Ahead kPairAhead = Ahead::kNone>
 struct Tiles {
   static constexpr int kTileRows = 4, kTileCols = 4, kGroupCols = 4;
   template <int R, int C>
@@ -342,31 +341,38 @@ struct Tiles {
   template <int C>
   static void RowGroupPairTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i,
                                float* y, int64_t ldy) {
-    GroupPairTile<kIsQ4, kPairAheadBytes, kPairLocality, C>(w, r, x, i, y, ldy);
+    GroupPairTile<kIsQ4, kPairAhead, C>(w, r, x, i, y, ldy);
   }
 };
 
+// How the first tile of a pass of 2-16 x rows asks for its weights ahead (QuantizedPassAhead).
 // On Zen 5 (SoftwarePrefetchInPasses) the hardware prefetcher falls behind a short pass of several
-// activation rows, as a verify pass or batched streams run. A task's first tile of x rows is the
-// one that streams its weights from memory (~128 KiB, PrefillRowsPerTask in kernels/ops.cc): it
-// prefetches as decode does; the later tiles find those weights in L2, where prefetches only take
-// issue slots. Past kPrefetchedPassRows (prefill) the first tile is too small a share of the pass
-// to gain (BM_Prefill q8 at 64 rows ran 6-11% slower with it). The split leaves each x row in
-// the tile it had, so the outputs are the same bits.
-// Elsewhere (Zen 4, Intel) q4's first tile asks into L2 (kL2PrefetchBytes, as the bf16 passes
-// do, where into L1 made them slower): BM_Decode q4, 600 MB, one thread on a Zen 4 core, two x
-// rows in 30.9-31.4 ms against 38.2-40.4 without, three in 28.8-30.8 against 41.4-42.2 (one row,
-// which prefetches as before, 22.6-25.4). The same for q8 was no faster (two rows 30.7-34.4
-// against 30.5-31.2, three 35.5-38.9 against 32.6-33.5; into L1 as on Zen 5 slower still), so
-// q8's passes ask for nothing there.
+// activation rows, as a verify pass or batched streams run: into L1 as decode does. Elsewhere (Zen
+// 4, Intel) q4 asks into L2 (kL2PrefetchBytes, as the bf16 passes do, where into L1 made them
+// slower): BM_Decode q4, 600 MB, one thread on a Zen 4 core, two x rows in 30.9-31.4 ms against
+// 38.2-40.4 without, three in 28.8-30.8 against 41.4-42.2 (one row, which prefetches as before,
+// 22.6-25.4). The same for q8 was no faster (two rows 30.7-34.4 against 30.5-31.2, three
+// 35.5-38.9 against 32.6-33.5; into L1 as on Zen 5 slower still), so q8's passes ask for nothing
+// there.
+constexpr Ahead QuantizedPassAhead(bool is_q4, bool prefetch_batch) {
+  if (prefetch_batch) return Ahead::kL1;
+  return is_q4 ? Ahead::kL2 : Ahead::kNone;
+}
+
+// A task's first tile of x rows is the one that streams its weights from memory (~128 KiB,
+// PrefillRowsPerTask in kernels/ops.cc): it asks for them ahead as kAhead says; the later tiles
+// find those weights in L2, where prefetches only take issue slots. Past kPrefetchedPassRows
+// (prefill) the first tile is too small a share of the pass to gain (BM_Prefill q8 at 64 rows ran
+// 6-11% slower with it on Zen 5). The split leaves each x row in the tile it had, so the outputs
+// are the same bits.
 constexpr int kPrefetchedPassRows = 16;
-template <bool kIsQ4, int kAheadBytes, int kLocality>
+template <bool kIsQ4, Ahead kAhead>
 void MatMulPrefetchingFirstTile(const WeightMatrix& w, int r0, int r1, const QuantizedRows& x,
                                 float* y, int64_t ldy) {
-  using Prefetching = Tiles<kIsQ4, kAheadBytes, kLocality>;
+  using Prefetching = Tiles<kIsQ4, kAhead>;
   using Plain = Tiles<kIsQ4>;
   constexpr int kFirst = Prefetching::kGroupCols;
-  if (x.n > kPrefetchedPassRows) {
+  if (kAhead == Ahead::kNone || x.n > kPrefetchedPassRows) {
     MatMulQuantized<Plain>(w, r0, r1, x, y, ldy);
   } else if (w.layout != WeightLayout::kRowGroups16 || x.n <= kFirst) {
     MatMulQuantized<Prefetching>(w, r0, r1, x, y, ldy);
@@ -383,10 +389,10 @@ const CpuKernels* Avx512Kernels() {
     CpuKernels t = *Avx2Kernels();
     t.name = "avx512";
     const bool prefetch = SoftwarePrefetchInPasses();
-    t.matmul_q8 = prefetch ? MatMulPrefetchingFirstTile<false, kGroupPrefetchBytes, 3>
-                           : MatMulQuantized<Tiles<false>>;
-    t.matmul_q4 = prefetch ? MatMulPrefetchingFirstTile<true, kGroupPrefetchBytes, 3>
-                           : MatMulPrefetchingFirstTile<true, kL2PrefetchBytes, 2>;
+    t.matmul_q8 = prefetch ? MatMulPrefetchingFirstTile<false, QuantizedPassAhead(false, true)>
+                           : MatMulPrefetchingFirstTile<false, QuantizedPassAhead(false, false)>;
+    t.matmul_q4 = prefetch ? MatMulPrefetchingFirstTile<true, QuantizedPassAhead(true, true)>
+                           : MatMulPrefetchingFirstTile<true, QuantizedPassAhead(true, false)>;
     UseAvx512Bf16MatMul(&t, prefetch);
     t.q8_layout = WeightLayout::kRowGroups16;
     t.q4_layout = WeightLayout::kRowGroups16;

@@ -22,16 +22,6 @@
 namespace g4 {
 namespace {
 
-// How a tile asks for its weights ahead, once per 64-byte line: not at all (prefill's tiles of
-// several x rows), into L1 kPrefetchBytes ahead (prefill's one-row tiles; every pass where
-// SoftwarePrefetchInPasses), or into L2 kL2PrefetchBytes ahead (passes elsewhere).
-enum class Ahead { kNone, kL1, kL2 };
-template <Ahead kAhead>
-[[gnu::always_inline]] inline void AskAhead(const uint16_t* p) {
-  if constexpr (kAhead == Ahead::kL1) PrefetchAhead(p);
-  if constexpr (kAhead == Ahead::kL2) PrefetchAhead<kL2PrefetchBytes, 2>(p);
-}
-
 // Columns k..k+15 of the tile's rows into its R x C accumulators.
 template <int R, int C, Ahead kAhead>
 [[gnu::always_inline]] inline void Step(const uint16_t* const* wp, const float* const* xp, int k,
