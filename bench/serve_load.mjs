@@ -59,18 +59,29 @@ function repetitivePrompt(i) {
 // One streaming request. TTFT: until the first event that carries text (a token), so a server
 // that sends headers or an empty first event early is not credited for it. Tokens: the usage
 // the server reports at the end, else the events that carried text.
+let resent = 0;  // requests sent again after a closed kept-alive connection (one())
 async function one(url, i, { length = promptTokens, generate = maxTokens, text = repetitive, signal } = {}) {
   const t0 = performance.now();
   // Distinct prompts (token ids), so no request reuses another's cache.
   const prompt = text ? repetitivePrompt(i)
     : [2, ...Array.from({ length: length - 1 }, (_, k) => 1000 + ((i * 7919 + k * 104729) % 200000))];
-  const res = await fetch(url + '/v1/completions', {
+  const request = () => fetch(url + '/v1/completions', {
     method: 'POST',
     headers: { 'Content-Type': 'application/json' },
     body: JSON.stringify({ prompt, max_tokens: generate, temperature: 0, ignore_eos: true, stream: true,
       stream_options: { include_usage: true } }),
     signal,
   });
+  let res;
+  try {
+    res = await request();
+  } catch (e) {
+    // A kept-alive connection the server closed as the request went out (llama-server did, now and
+    // then, between requests): sent again once on a new connection, counted, from the same t0.
+    if (signal?.aborted || e.cause?.code !== 'UND_ERR_SOCKET') throw e;
+    ++resent;
+    res = await request();
+  }
   if (res.status !== 200) throw new Error(`request ${i}: HTTP ${res.status}: ${await res.text()}`);
   const reader = res.body.getReader();
   const decoder = new TextDecoder();
@@ -144,6 +155,7 @@ if (args['llama-server']) {
 
 async function measure(engine, slots, requests) {
   const server = await engine.start(slots + (longPrompt ? 1 : 0), requests + 1);
+  const resentBefore = resent;
   const loadStart = performance.now();
   await waitHealthy(server.url, 30 * 60 * 1000);  // a full-size model converting to q4 takes minutes here
   console.error(`  ${engine.name} --parallel ${slots}: ready in ${((performance.now() - loadStart) / 1000).toFixed(1)} s`);
@@ -175,6 +187,8 @@ async function measure(engine, slots, requests) {
   const steps = (await engine.steps(server.url)) - stepsBefore;
   const spec = specBefore ? await specCounters(server.url) : null;
   const rss = peakRssGiB(server.pid);
+  if (resent > resentBefore)
+    console.error(`  ${engine.name} --parallel ${slots}: ${resent - resentBefore} request(s) sent again after a closed connection`);
   await server.stop();
   const tokens = results.reduce((a, r) => a + r.tokens, 0);
   const ttfts = results.map((r) => r.ttft).sort((a, b) => a - b);
