@@ -72,15 +72,18 @@ async function one(url, i, { length = promptTokens, generate = maxTokens, text =
       stream_options: { include_usage: true } }),
     signal,
   });
+  // A kept-alive connection the server closed as the request went out (llama-server did, now and
+  // then, between requests) is sent again, counted, from the same t0: up to 3 times, as the next
+  // pooled connection may have been closed as well.
   let res;
-  try {
-    res = await request();
-  } catch (e) {
-    // A kept-alive connection the server closed as the request went out (llama-server did, now and
-    // then, between requests): sent again once on a new connection, counted, from the same t0.
-    if (signal?.aborted || e.cause?.code !== 'UND_ERR_SOCKET') throw e;
-    ++resent;
-    res = await request();
+  for (let attempt = 0; ; ++attempt) {
+    try {
+      res = await request();
+      break;
+    } catch (e) {
+      if (attempt === 3 || signal?.aborted || e.cause?.code !== 'UND_ERR_SOCKET') throw e;
+      ++resent;
+    }
   }
   if (res.status !== 200) throw new Error(`request ${i}: HTTP ${res.status}: ${await res.text()}`);
   const reader = res.body.getReader();

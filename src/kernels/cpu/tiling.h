@@ -17,8 +17,8 @@ constexpr int kPrefetchBytes = 12 * 1024;
 // 600 MB q4 matrix-vector on 2 threads at 30.1 GB/s against 28.0 with 12 KiB (q8 30.2 / 29.0; the
 // distances alternated in one process, the plain read of the same VM 29.3).
 constexpr int kGroupPrefetchBytes = 4 * 1024;
-// Always inlined: a call GCC leaves out of line has no visible effect, so it is dropped as dead
-// (the AVX-512 row-group pair tiles lost every prefetch that way when called through AskAhead).
+// Always inlined: GCC may leave a call out of line, see a function with no visible effect and drop
+// it as dead (a first build of AskAhead lost the AVX-512 pair tiles' prefetches that way).
 template <int kDistance = kPrefetchBytes, int kLocality = 3>
 [[gnu::always_inline]] inline void PrefetchAhead(const void* p) {
   __builtin_prefetch(static_cast<const char*>(p) + kDistance, 0, kLocality);

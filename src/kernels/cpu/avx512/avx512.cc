@@ -21,6 +21,10 @@ inline __mmask16 FirstLanes(int m) {
   return m >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << m) - 1);
 }
 
+// Decode's one x row streams the weights (matrix-vector): its tiles ask for them into L1 ahead.
+// Tiles of several rows are left to the pass (MatMulPrefetchingFirstTile, GroupPairTile).
+constexpr Ahead OneRowAhead(int c) { return c == 1 ? Ahead::kL1 : Ahead::kNone; }
+
 // A 512-bit register of activation bytes: block `b0` in the low half, block `b1` in the high.
 inline __m512i ActivationPair(const int8_t* q, int b0, int b1) {
   const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + b0 * kQuantBlock));
@@ -38,6 +42,7 @@ inline __m512i ActivationPair(const int8_t* q, int b0, int b1) {
 template <int R, int C>
 inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
                    int64_t ldy) {
+  constexpr Ahead kAhead = OneRowAhead(C);
   const int nb = w.blocks();
   const __m512i low_nibbles = _mm512_set1_epi8(0x0f);
   const __m512i pair_lanes = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
@@ -62,7 +67,7 @@ inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
       cx[c] = _mm512_maskz_loadu_ps(k, act.corr[c] + g);
     }
     for (int a = 0; a < R; ++a) {
-      if (C == 1) PrefetchAhead(wd[a] + g);
+      AskAhead<kAhead>(wd[a] + g);
       const __m512 dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, wd[a] + g));
       for (int c = 0; c < C; ++c) {
         _mm512_store_ps(sc[a][c], _mm512_mul_ps(dw, dx[c]));
@@ -75,7 +80,7 @@ inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
       const __m512i idx_hi = _mm512_add_epi32(idx_lo, one);
       __m512i lo[R], hi[R];
       for (int a = 0; a < R; ++a) {
-        if (C == 1) PrefetchAhead(wq[a] + (g + j) * (kQuantBlock / 2));
+        AskAhead<kAhead>(wq[a] + (g + j) * (kQuantBlock / 2));
         const __m512i v = _mm512_loadu_si512(wq[a] + (g + j) * (kQuantBlock / 2));
         lo[a] = _mm512_and_si512(v, low_nibbles);
         hi[a] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low_nibbles);
@@ -123,6 +128,7 @@ inline void TileQ4(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
 template <int R, int C>
 inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
                    int64_t ldy) {
+  constexpr Ahead kAhead = OneRowAhead(C);
   const int nb = w.blocks();
   const __m512i sign_bit = _mm512_set1_epi8(static_cast<char>(0x80));
   const __m512i pair_lanes = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
@@ -147,7 +153,7 @@ inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
       cx[c] = _mm512_mul_ps(sixteen, _mm512_maskz_loadu_ps(k, act.corr[c] + g));
     }
     for (int a = 0; a < R; ++a) {
-      if (C == 1) PrefetchAhead(wd[a] + g);
+      AskAhead<kAhead>(wd[a] + g);
       const __m512 dw = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, wd[a] + g));
       for (int c = 0; c < C; ++c) {
         _mm512_store_ps(sc[a][c], _mm512_mul_ps(dw, dx[c]));
@@ -159,7 +165,7 @@ inline void TileQ8(const WeightMatrix& w, int r, const QuantizedRows& x, int i, 
       const __m512i idx = _mm512_add_epi32(pair_lanes, _mm512_set1_epi32(j));
       __m512i wu[R];
       for (int a = 0; a < R; ++a) {
-        if (C == 1) PrefetchAhead(wq[a] + (g + j) * kQuantBlock);
+        AskAhead<kAhead>(wq[a] + (g + j) * kQuantBlock);
         wu[a] = _mm512_xor_si512(_mm512_loadu_si512(wq[a] + (g + j) * kQuantBlock), sign_bit);
       }
       for (int c = 0; c < C; ++c) {
@@ -212,6 +218,7 @@ inline __m512i BroadcastDword(const int8_t* p) {
 template <bool kIsQ4, int C>
 inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int i, float* y,
                       int64_t ldy) {
+  constexpr Ahead kAhead = OneRowAhead(C);
   constexpr int kBlockBytes = kIsQ4 ? 256 : 512;
   const int nb = w.blocks();
   const uint8_t* wq = w.quants(r);
@@ -225,7 +232,7 @@ inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int 
     const uint8_t* p = wq + static_cast<size_t>(b) * kBlockBytes;
     __m512i ws[8];
     for (int v = 0; v < kBlockBytes / 64; ++v) {
-      if (C == 1) PrefetchAhead<kGroupPrefetchBytes>(p + 64 * v);
+      AskAhead<kAhead, kGroupPrefetchBytes>(p + 64 * v);
       const __m512i bytes = _mm512_loadu_si512(p + 64 * v);
       if constexpr (kIsQ4) {
         ws[v] = _mm512_and_si512(bytes, low_nibbles);
@@ -234,8 +241,8 @@ inline void GroupTile(const WeightMatrix& w, int r, const QuantizedRows& x, int 
         ws[v] = bytes;
       }
     }
-    if (C == 1 && b % 2 == 0)
-      PrefetchAhead<kGroupPrefetchBytes>(wd + b * kRowGroup);  // 64 bytes: 2 blocks' scales
+    if (b % 2 == 0)
+      AskAhead<kAhead, kGroupPrefetchBytes>(wd + b * kRowGroup);  // 64 bytes: 2 blocks' scales
     const __m512 dw =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wd + b * kRowGroup)));
     for (int c = 0; c < C; ++c) {
