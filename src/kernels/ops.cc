@@ -70,10 +70,12 @@ int DecodeRowsPerTask(const WeightMatrix& w, size_t row_bytes, size_t call_bytes
 // Without the x blocking a wide input (down_proj: 512 x 12288) is re-read from memory by every
 // task.
 constexpr int kXRowsPerTask = 64;
-// Row-group tasks take an even number of groups: the AVX-512 tiles go two groups at a time, and
-// the odd group left per task (144 rows of a 1536-column q4 matrix) ran alone, 16% of the CPU
-// for 1/9 of the work in a profile of E2B q4 served to 16 clients (Zen 4). With 128 rows: 71.3-71.5
-// tok/s against 66.3-68.2 (docs/performance.md); the AVX2 tiles (one group at a time) unchanged.
+// Row-group tasks take an even number of groups, at least two: the AVX-512 tiles go two groups at
+// a time, and a group left alone runs the one-group tile. Before, a 1536-column q4 task (144 rows)
+// left one group of nine, and rows of more than ~7,000 q4 columns (E2B's double-wide down_proj,
+// E4B's down_proj; ~3,800 in q8) made tasks of a single group: the one-group tile took 21% of the
+// CPU serving E2B q4 to 16 clients (Zen 4; docs/performance.md "Even row groups per task"). The
+// AVX2 tiles (one group at a time) measured the same either way.
 int PrefillRowsPerTask(const WeightMatrix& w, size_t row_bytes) {
   const int rows =
       std::max(8, static_cast<int>(std::clamp<size_t>(131072 / row_bytes, 8, 512)) / 8 * 8);
