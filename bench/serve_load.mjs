@@ -74,7 +74,8 @@ async function one(url, i, { length = promptTokens, generate = maxTokens, text =
   });
   // A kept-alive connection the server closed as the request went out (llama-server did, now and
   // then, between requests) is sent again, counted, from the same t0: up to 3 times, as the next
-  // pooled connection may have been closed as well.
+  // pooled connection may have been closed as well. A server that closes every try stops the run
+  // (llama-server once did, E4B at 16 slots).
   let res;
   for (let attempt = 0; ; ++attempt) {
     try {
